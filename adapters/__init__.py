@@ -1,0 +1,2 @@
+"""One module per implementation family. Each registers its candidates with
+``audit.candidates.candidate`` beside the function that calls the real library."""

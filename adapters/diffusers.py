@@ -1,0 +1,133 @@
+"""diffusers' MiniMax-H3 code (diffusers >= 0.42.1, ``transformer_minimax_h3``): the first reference.
+
+The modules are built on the meta device (no memory) and called with the case's tensors as their
+parameters through ``torch.func.functional_call``, so the real ``forward`` runs on the real inputs
+and gradients reach those inputs.
+- norm_modulate: ``MiniMaxH3TransformerBlock.norm1`` (``nn.RMSNorm(H, eps=1e-5)``), then the block's
+  modulation expression ``norm * (1.0 + scale.index_select(0, idx)) + shift.index_select(0, idx)``.
+- gate_residual: the block's ``residual + gate.index_select(0, idx) * y``.
+- timestep_mlp: ``TimestepEmbedding(256, 5376, out_dim=2688)`` in FP32.
+- adaln_projection: ``MiniMaxH3AdaLayerNormModulation(2688, 5376)`` (SiLU at temb's FP32, cast to
+  the BF16 weight dtype, linear); its six (3T, H) chunks are concatenated back into the (T, 18H)
+  projection, which is a copy of the same bits.
+Where the installed diffusers has no MiniMax-H3, the same tensor ops are replayed op for op and
+``source`` says so. The GEMM ops run in every mode, as ``diffusers[MODE]``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call
+
+from audit.candidates import candidate, version
+from audit.ops import EPS, FREQ_CHANNELS, HIDDEN, TIME_EMBED, TIME_MLP_HIDDEN
+
+_H3 = "diffusers.models.transformers.transformer_minimax_h3"
+
+
+@functools.cache
+def _h3():
+    """The MiniMax-H3 module of the installed diffusers, or None."""
+    try:
+        import importlib
+
+        return importlib.import_module(_H3)
+    except ImportError:
+        return None
+
+
+def _prefix() -> str:
+    return f"diffusers {version('diffusers')}" if _h3() else f"diffusers MiniMax-H3 replayed op for op (diffusers {version('diffusers') or 'not installed'})"
+
+
+@functools.cache
+def _block_norm() -> torch.nn.Module | None:
+    h3 = _h3()
+    if h3 is None:
+        return None
+    with torch.device("meta"):
+        block = h3.MiniMaxH3TransformerBlock(
+            hidden_size=HIDDEN,
+            num_attention_heads=HIDDEN // 128,
+            attention_head_dim=128,
+            ffn_dim=4 * HIDDEN,
+            time_embed_dim=TIME_EMBED,
+            norm_eps=EPS,
+            qk_norm_eps=1e-6,
+        )
+    return block.norm1
+
+
+@functools.cache
+def _timestep_embedding() -> torch.nn.Module | None:
+    if _h3() is None:
+        return None
+    from diffusers.models.embeddings import TimestepEmbedding
+
+    with torch.device("meta"):
+        return TimestepEmbedding(in_channels=FREQ_CHANNELS, time_embed_dim=TIME_MLP_HIDDEN, out_dim=TIME_EMBED)
+
+
+@functools.cache
+def _adaln_modulation() -> torch.nn.Module | None:
+    h3 = _h3()
+    if h3 is None:
+        return None
+    with torch.device("meta"):
+        return h3.MiniMaxH3AdaLayerNormModulation(time_embed_dim=TIME_EMBED, hidden_size=HIDDEN).to(torch.bfloat16)
+
+
+@candidate(
+    "diffusers",
+    ops=("norm_modulate",),
+    source=lambda mode, device: f"{_prefix()} MiniMaxH3TransformerBlock.norm1 (nn.RMSNorm) + index_select modulation",
+)
+def norm_modulate(t: dict[str, torch.Tensor]) -> torch.Tensor:
+    norm = _block_norm()
+    if norm is None:
+        normed = F.rms_norm(t["x"], (HIDDEN,), t["w"], EPS)
+    else:
+        normed = functional_call(norm, {"weight": t["w"]}, (t["x"],))
+    idx = t["idx"]
+    return normed * (1.0 + t["sc"].index_select(0, idx)) + t["sh"].index_select(0, idx)
+
+
+@candidate(
+    "diffusers",
+    ops=("gate_residual",),
+    source=lambda mode, device: f"{_prefix()} residual + gate.index_select(...) * y",
+)
+def gate_residual(t: dict[str, torch.Tensor]) -> torch.Tensor:
+    return t["res"] + t["gate"].index_select(0, t["idx"]) * t["y"]
+
+
+@candidate(
+    "diffusers",
+    ops=("timestep_mlp",),
+    source=lambda mode, device: f"{_prefix()} TimestepEmbedding, FP32 F.linear [{mode}]",
+    all_modes=True,
+)
+def timestep_mlp(t: dict[str, torch.Tensor]) -> torch.Tensor:
+    module = _timestep_embedding()
+    if module is None:
+        return F.linear(F.silu(F.linear(t["x"], t["w1"], t["b1"])), t["w2"], t["b2"])
+    params = {"linear_1.weight": t["w1"], "linear_1.bias": t["b1"], "linear_2.weight": t["w2"], "linear_2.bias": t["b2"]}
+    return functional_call(module, params, (t["x"],))
+
+
+@candidate(
+    "diffusers",
+    ops=("adaln_projection",),
+    source=lambda mode, device: f"{_prefix()} AdaLN projection (MiniMaxH3AdaLayerNormModulation), BF16 F.linear [{mode}]",
+    all_modes=True,
+)
+def adaln_projection(t: dict[str, torch.Tensor]) -> torch.Tensor:
+    temb = t["temb"]
+    module = _adaln_modulation()
+    if module is None:
+        return F.linear(F.silu(temb).to(t["w"].dtype), t["w"], t["b"])
+    chunks = functional_call(module, {"linear.weight": t["w"], "linear.bias": t["b"]}, (temb,))
+    return torch.cat(chunks, dim=-1).view(temb.shape[0], -1)

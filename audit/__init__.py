@@ -1,0 +1,1 @@
+"""bitwise-reuse-audit: can an existing kernel be reused bit for bit?"""

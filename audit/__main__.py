@@ -1,0 +1,3 @@
+from audit.cli import app
+
+app(prog_name="audit")

@@ -1,0 +1,121 @@
+"""The candidate registry: every implementation registers itself beside its function.
+
+A candidate declares its report name, the op it serves, how its ``source`` string is built, which
+of the op's inputs it differentiates, what it must import, whether it needs CUDA, and whether it
+runs in every mode (reported as ``name[mode]``) or in plain mode only. Its function maps the op's
+input tensors (leaves, ``requires_grad`` set on the inputs it differentiates) to its output(s);
+the runner does the backward pass with the case's fixed upstream gradient.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+Forward = Callable[[dict[str, torch.Tensor]], "torch.Tensor | tuple[torch.Tensor, ...]"]
+ADAPTER_MODULES = (
+    "adapters.diffusers",
+    "adapters.pytorch",
+    "adapters.rl_kernel",
+)
+PLUGINS_ENV = "AUDIT_PLUGINS"  # comma-separated extra modules that register candidates
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    op: str
+    forward: Forward = field(repr=False)
+    source: Callable[[str, torch.device], str] = field(repr=False)  # (mode, device) -> what ran
+    grads: tuple[str, ...] | None = None  # None: every gradient the op defines
+    requires: tuple[str, ...] = ()  # importable modules, checked before the candidate runs
+    cuda_only: bool = False
+    min_capability: tuple[int, int] | None = None
+    all_modes: bool = False  # runs under every mode as name[mode]; otherwise plain only
+
+    def report_name(self, mode: str) -> str:
+        return f"{self.name}[{mode}]" if self.all_modes else self.name
+
+    def runs_in(self, mode: str) -> bool:
+        return self.all_modes or mode == "plain"
+
+
+_REGISTRY: dict[tuple[str, str], Candidate] = {}
+
+
+def candidate(name: str, *, ops: tuple[str, ...], source: str | Callable[[str, torch.device], str], **meta):
+    """Register the decorated forward function as candidate ``name`` for each op in ``ops``.
+
+    ``source`` is a string (``{mode}`` is filled in) or a callable ``(mode, device) -> str``.
+    """
+
+    def register(fn: Forward) -> Forward:
+        src = source if callable(source) else (lambda mode, device, _s=source: _s.format(mode=mode))
+        for op in ops:
+            key = (op, name)
+            if key in _REGISTRY:
+                raise ValueError(f"candidate {name!r} registered twice for op {op!r}")
+            _REGISTRY[key] = Candidate(name=name, op=op, forward=fn, source=src, **meta)
+        return fn
+
+    return register
+
+
+def load_adapters() -> None:
+    """Import every adapter module (and the plugins named in $AUDIT_PLUGINS) so they register."""
+    extra = [m for m in os.environ.get(PLUGINS_ENV, "").split(",") if m.strip()]
+    for module in (*ADAPTER_MODULES, *extra):
+        importlib.import_module(module.strip())
+
+
+def candidates_for(op: str) -> list[Candidate]:
+    load_adapters()
+    return [c for (o, _), c in _REGISTRY.items() if o == op]
+
+
+def get_candidate(op: str, name: str) -> Candidate:
+    for c in candidates_for(op):
+        if c.name == name:
+            return c
+    raise KeyError(name)
+
+
+def version(distribution: str) -> str | None:
+    """Installed version of a distribution, or None."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def import_problem(module: str) -> str | None:
+    """Why ``module`` cannot be imported here (None when it imports)."""
+    top = module.split(".")[0]
+    if importlib.util.find_spec(top) is None:
+        return f"{top} is not installed"
+    try:
+        importlib.import_module(module)
+    except Exception as exc:  # any failure to import makes the candidate unavailable, with the text
+        return f"import {module} failed: {type(exc).__name__}: {exc}".strip()
+    return None
+
+
+def unavailable_reason(c: Candidate, device: torch.device) -> str | None:
+    """Why ``c`` cannot run on ``device`` in this process (None when it can)."""
+    if c.cuda_only and device.type != "cuda":
+        return f"needs a CUDA device; this run uses {device.type}"
+    if c.min_capability and device.type == "cuda":
+        cap = torch.cuda.get_device_capability(device)
+        if cap < c.min_capability:
+            return f"needs compute capability >= {c.min_capability[0]}.{c.min_capability[1]}; GPU has {cap[0]}.{cap[1]}"
+    for module in c.requires:
+        problem = import_problem(module)
+        if problem:
+            return problem
+    return None

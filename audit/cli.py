@@ -1,0 +1,215 @@
+"""The ``audit`` command line: can an existing library kernel be reused bit for bit?"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from modes import MODES
+
+from .ops import OPS
+
+app = typer.Typer(
+    help="Audit whether library kernels for MiniMax-H3 conditioning operators give bitwise the same "
+    "outputs and gradients as the references (diffusers' MiniMax-H3 code and rl_kernel_ops), and "
+    "whether they are batch-invariant. Reports are JSON in the schema of the RFC's example reports.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err = Console(stderr=True)
+
+
+class Device(str, Enum):
+    auto = "auto"
+    cuda = "cuda"
+    cpu = "cpu"
+
+
+class Format(str, Enum):
+    table = "table"
+    markdown = "markdown"
+    json = "json"
+
+
+def _check_names(kind: str, given: list[str], valid: list[str]) -> None:
+    unknown = [g for g in given if g not in valid]
+    if unknown:
+        raise typer.BadParameter(f"unknown {kind} {', '.join(map(repr, unknown))}; valid: {', '.join(valid)}")
+
+
+def _resolve_device(device: Device):
+    import torch
+
+    if device is Device.auto:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device is Device.cuda and not torch.cuda.is_available():
+        raise typer.BadParameter("--device cuda: no CUDA device is visible to torch", param_hint="--device")
+    return torch.device(device.value)
+
+
+def _output_path(out: Optional[Path], op: str, several: bool, kind: str = "h3_bitwise_reuse") -> Path:
+    name = f"{kind}.{op}.json"
+    if out is None:
+        return Path("audit-reports") / name
+    if out.suffix == ".json" and not several:
+        return out
+    if out.suffix == ".json":
+        raise typer.BadParameter("several ops write several reports: give a directory", param_hint="--out")
+    return out / name
+
+
+@app.command()
+def run(
+    op: Annotated[str, typer.Option("--op", help=f"Op to audit, or 'all': {', '.join(OPS)}.")] = "all",
+    case: Annotated[Optional[list[int]], typer.Option("--case", help="Case size (rows); repeatable. Default: the op's cases (fewer on a CPU device).")] = None,
+    mode: Annotated[Optional[list[str]], typer.Option("--mode", help=f"Mode to run; repeatable. Default: every mode the op runs in ({', '.join(MODES)}).")] = None,
+    candidate: Annotated[Optional[list[str]], typer.Option("--candidate", help="Candidate to run (plus the references); repeatable. Default: all.")] = None,
+    device: Annotated[Device, typer.Option(help="Where candidates run; auto picks cuda when visible.")] = Device.auto,
+    out: Annotated[Optional[Path], typer.Option(help="Report file (one op) or directory. Default: audit-reports/.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds one mode process may run before it is stopped.")] = 3600.0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print no tables, only where the reports went.")] = False,
+) -> None:
+    """Run the bitwise-reuse audit: every mode in its own subprocess, every candidate and case
+    compared bitwise with both references; writes one h3_bitwise_reuse report per op."""
+    from reports.render import print_report
+    from reports.io import write_report
+
+    from .candidates import candidates_for
+    from .ops import get_op
+    from .runner import plan, run_op
+
+    ops = list(OPS) if op == "all" else [op]
+    _check_names("op", ops, list(OPS))
+    _check_names("mode", mode or [], list(MODES))
+    all_candidates = sorted({n for o in ops for c in candidates_for(o) for n in (c.name, c.report_name("plain"))} |
+                            {c.report_name(m) for o in ops for c in candidates_for(o) if c.all_modes for m in MODES})
+    _check_names("candidate", candidate or [], all_candidates)
+    dev = _resolve_device(device)
+    plans = []
+    for name in ops:
+        spec = get_op(name)
+        cases = list(case) if case else list(spec.cpu_cases if dev.type == "cpu" else spec.cases)
+        if case and any(c < 1 for c in case):
+            raise typer.BadParameter("cases are row counts >= 1", param_hint="--case")
+        modes = list(mode) if mode else (list(MODES) if spec.kind == "gemm" else ["plain"])
+        modes = [m for m in modes if spec.kind == "gemm" or m == "plain"]
+        if not modes:
+            err.print(f"[yellow]{name}: row ops run in plain mode only; skipped[/]")
+            continue
+        plans.append(plan(spec, modes, candidate, cases, dev))
+    if dev.type == "cpu" and not case:
+        err.print("[dim]CPU device: using each op's CPU cases (pass --case to choose).[/]")
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err, transient=False,
+    ) as progress:
+        written = []
+        for p in plans:
+            task = progress.add_task(f"{p.op.name}", total=p.total)
+
+            def advance(name: str, _task=task, _op=p.op.name) -> None:
+                progress.update(_task, advance=1, description=f"{_op}: {name}")
+
+            report = run_op(p, timeout, advance)
+            progress.update(task, description=f"{p.op.name}: done")
+            path = _output_path(out, p.op.name, len(plans) > 1)
+            written.append((path, write_report(path, report)))
+    for path, report in written:
+        if not quiet:
+            print_report(report, console)
+        console.print(f"wrote {path}")
+
+
+@app.command()
+def show(
+    files: Annotated[list[Path], typer.Argument(help="Report files of either kind.")],
+    format: Annotated[Format, typer.Option("--format", "-f", help="table (rich), markdown (for CI summaries) or json.")] = Format.table,
+) -> None:
+    """Render reports: diff tables for bitwise reports, verdict tables for prior-art reports."""
+    from reports.io import ReportError, load_report
+    from reports.render import print_report, to_markdown
+
+    for path in files:
+        try:
+            report = load_report(path)
+        except ReportError as exc:
+            err.print(f"[red]{exc}[/]")
+            raise typer.Exit(2)
+        if format is Format.table:
+            print_report(report, console)
+        elif format is Format.markdown:
+            typer.echo(to_markdown(report))
+        else:
+            typer.echo(report.model_dump_json(indent=2))
+
+
+@app.command()
+def validate(files: Annotated[list[Path], typer.Argument(help="Report files to check against the schema.")]) -> None:
+    """Exit 0 when every file is a valid report; otherwise exit 1 naming each offending field by its JSON path."""
+    from reports.io import ReportError, load_report
+
+    bad = False
+    for path in files:
+        try:
+            report = load_report(path)
+        except ReportError as exc:
+            bad = True
+            for where, msg in exc.problems:
+                err.print(f"[red]{path}[/]: {where}: {msg}")
+            continue
+        console.print(f"[green]{path}[/]: valid {report.root.kind} report for {report.root.op}")
+    if bad:
+        raise typer.Exit(1)
+
+
+@app.command()
+def schema(
+    kind: Annotated[Optional[str], typer.Option(help="h3_bitwise_reuse or h3_prior_art; default: either.")] = None,
+) -> None:
+    """Print the JSON Schema generated from the report models."""
+    from reports.schema import KINDS, json_schema
+
+    if kind is not None:
+        _check_names("kind", [kind], list(KINDS))
+    typer.echo(json.dumps(json_schema(kind), indent=2))
+
+
+@app.command("list")
+def list_(device: Annotated[Device, typer.Option(help="Device to judge availability for.")] = Device.auto) -> None:
+    """Ops, candidates per op and modes, each with whether it can run here and, if not, why."""
+    from .candidates import candidates_for, unavailable_reason
+
+    dev = _resolve_device(device)
+    ops = Table(title=f"ops (device: {dev})", title_justify="left")
+    for col in ("op", "kind", "what", "cases", "references"):
+        ops.add_column(col)
+    for spec in OPS.values():
+        ops.add_row(spec.name, spec.kind, spec.summary, " ".join(map(str, spec.cases)), ", ".join(spec.references))
+    console.print(ops)
+    cands = Table(title="candidates", title_justify="left")
+    for col in ("op", "candidate", "modes", "grads", "available here"):
+        cands.add_column(col, overflow="fold")
+    for spec in OPS.values():
+        for c in candidates_for(spec.name):
+            reason = unavailable_reason(c, dev)
+            grads = ", ".join(spec.grads if c.grads is None else c.grads) or "none (forward only)"
+            cands.add_row(spec.name, c.name, "all" if c.all_modes else "plain", grads,
+                          "[green]yes[/]" if reason is None else f"[grey50]no: {reason}[/]")
+    console.print(cands)
+    modes = Table(title="modes", title_justify="left")
+    for col in ("mode", "environment", "what", "available here"):
+        modes.add_column(col, overflow="fold")
+    for m in MODES.values():
+        reason = m.problem()
+        env = " ".join(f"{k}={v}" for k, v in m.env.items()) or "—"
+        modes.add_row(m.name, env, m.summary, "[green]yes[/]" if reason is None else f"[grey50]no: {reason}[/]")
+    console.print(modes)

@@ -1,0 +1,177 @@
+"""The operators the audit checks: their inputs, how each input is drawn, which inputs get
+gradients, which dimension is the row dimension, the cases, and the references.
+
+Shapes and drawing rules are SPEC.md sections 2 and 3 (MiniMax-H3 as in diffusers 0.42.1).
+An op is "row" when every output row depends only on the same row of the row inputs (plus shared
+tables/parameters), "gemm" when it is a row-wise linear map; both kinds have dimension 0 as the row
+dimension of their row inputs and of their output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+import torch
+
+HIDDEN = 5376  # H
+TIME_EMBED = 2688  # D
+FREQ_CHANNELS = 256  # F1
+TIME_MLP_HIDDEN = 5376
+MODALITIES = 3
+TIMESTEPS = 3
+TABLE_ROWS = TIMESTEPS * MODALITIES  # 9 (timestep, modality) rows
+ADALN_OUT = 6 * HIDDEN * MODALITIES  # 96768
+EPS = 1e-5
+PARAM_SEED = 1  # shared parameters and tables are drawn with seed 1
+
+
+@dataclass(frozen=True)
+class Normal:
+    """``(randn(shape, generator=seed*1000+salt) * scale).to(dtype)``."""
+
+    salt: int
+    scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class UniformOffset:
+    """``(offset + rand(shape, generator=seed*1000+salt)).to(dtype)``."""
+
+    salt: int
+    offset: float
+
+
+@dataclass(frozen=True)
+class PackedIndex:
+    """Row index into the (timestep, modality) table for the packed layout (SPEC.md section 3)."""
+
+
+Draw = Normal | UniformOffset | PackedIndex
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    name: str
+    shape: Callable[[int], tuple[int, ...]]  # case size (rows) -> shape
+    dtype: torch.dtype
+    draw: Draw
+    rows: bool  # dimension 0 is the row dimension and the input is drawn with the case seed
+    grad: bool  # the op's gradient with respect to this input is compared
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    kind: Literal["row", "gemm"]
+    summary: str
+    inputs: tuple[InputSpec, ...]
+    out_shape: Callable[[int], tuple[int, ...]]
+    out_dtype: torch.dtype
+    cases: tuple[int, ...]
+    cpu_cases: tuple[int, ...]  # default cases on a CPU device, where the full ones take too long
+    references: tuple[str, ...]  # report names of the candidates every other one is compared to
+
+    @property
+    def grads(self) -> tuple[str, ...]:
+        return tuple(i.name for i in self.inputs if i.grad)
+
+    @property
+    def row_inputs(self) -> tuple[str, ...]:
+        return tuple(i.name for i in self.inputs if i.rows)
+
+    def input(self, name: str) -> InputSpec:
+        return next(i for i in self.inputs if i.name == name)
+
+
+def _rows(width: int) -> Callable[[int], tuple[int, ...]]:
+    return lambda n: (n, width)
+
+
+def _fixed(*shape: int) -> Callable[[int], tuple[int, ...]]:
+    return lambda n: shape
+
+
+_bf16, _f32, _i64 = torch.bfloat16, torch.float32, torch.int64
+_index = InputSpec("idx", lambda n: (n,), _i64, PackedIndex(), rows=True, grad=False)
+
+OPS: dict[str, OpSpec] = {
+    op.name: op
+    for op in (
+        OpSpec(
+            name="norm_modulate",
+            kind="row",
+            summary="rmsnorm(x, w) * (1 + sc[idx]) + sh[idx], bf16 (the block's norm1/norm2 + modulation)",
+            inputs=(
+                InputSpec("x", _rows(HIDDEN), _bf16, Normal(10, 2.0), rows=True, grad=True),
+                InputSpec("w", _fixed(HIDDEN), _bf16, UniformOffset(11, 0.5), rows=False, grad=True),
+                InputSpec("sh", _fixed(TABLE_ROWS, HIDDEN), _bf16, Normal(12, 0.1), rows=False, grad=True),
+                InputSpec("sc", _fixed(TABLE_ROWS, HIDDEN), _bf16, Normal(13, 0.1), rows=False, grad=True),
+                _index,
+            ),
+            out_shape=_rows(HIDDEN),
+            out_dtype=_bf16,
+            cases=(1, 257, 4097, 32768),
+            cpu_cases=(1, 257, 4097),
+            references=("diffusers", "rl_kernel"),
+        ),
+        OpSpec(
+            name="gate_residual",
+            kind="row",
+            summary="res + gate[idx] * y, bf16 (the block's gated residual)",
+            inputs=(
+                InputSpec("res", _rows(HIDDEN), _bf16, Normal(15), rows=True, grad=True),
+                InputSpec("y", _rows(HIDDEN), _bf16, Normal(16), rows=True, grad=True),
+                InputSpec("gate", _fixed(TABLE_ROWS, HIDDEN), _bf16, Normal(17, 0.1), rows=False, grad=True),
+                _index,
+            ),
+            out_shape=_rows(HIDDEN),
+            out_dtype=_bf16,
+            cases=(1, 257, 4097, 32768),
+            cpu_cases=(1, 257, 4097),
+            references=("diffusers", "rl_kernel"),
+        ),
+        OpSpec(
+            name="timestep_mlp",
+            kind="gemm",
+            summary="linear2(silu(linear1(x))), fp32 (TimestepEmbedding(256, 5376, out_dim=2688))",
+            inputs=(
+                InputSpec("x", _rows(FREQ_CHANNELS), _f32, Normal(2), rows=True, grad=True),
+                InputSpec("w1", _fixed(TIME_MLP_HIDDEN, FREQ_CHANNELS), _f32, Normal(3, FREQ_CHANNELS**-0.5), False, True),
+                InputSpec("b1", _fixed(TIME_MLP_HIDDEN), _f32, Normal(4, 0.02), rows=False, grad=True),
+                InputSpec("w2", _fixed(TIME_EMBED, TIME_MLP_HIDDEN), _f32, Normal(5, TIME_MLP_HIDDEN**-0.5), False, True),
+                InputSpec("b2", _fixed(TIME_EMBED), _f32, Normal(6, 0.02), rows=False, grad=True),
+            ),
+            out_shape=_rows(TIME_EMBED),
+            out_dtype=_f32,
+            cases=(1, 4, 64, 2048),
+            cpu_cases=(1, 4, 64),
+            references=("diffusers[plain]", "rl_kernel"),
+        ),
+        OpSpec(
+            name="adaln_projection",
+            kind="gemm",
+            summary="linear(silu(temb).to(bf16), w, b), (T, 96768) bf16 (the block's AdaLN modulation)",
+            inputs=(
+                InputSpec("temb", _rows(TIME_EMBED), _f32, Normal(7), rows=True, grad=True),
+                InputSpec("w", _fixed(ADALN_OUT, TIME_EMBED), _bf16, Normal(8, TIME_EMBED**-0.5), False, True),
+                InputSpec("b", _fixed(ADALN_OUT), _bf16, Normal(9, 0.02), rows=False, grad=True),
+            ),
+            out_shape=_rows(ADALN_OUT),
+            out_dtype=_bf16,
+            cases=(1, 4, 64, 2048),
+            cpu_cases=(1, 4),
+            references=("diffusers[plain]", "rl_kernel"),
+        ),
+    )
+}
+
+GRAD_OUT_SALT = 99  # upstream gradient: Normal(99) with the case seed, in the output's dtype and shape
+
+
+def get_op(name: str) -> OpSpec:
+    """The op called ``name``; KeyError names the valid ones."""
+    try:
+        return OPS[name]
+    except KeyError:
+        raise KeyError(f"unknown op {name!r}; valid ops: {', '.join(OPS)}") from None

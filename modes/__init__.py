@@ -1,0 +1,112 @@
+"""The process-wide modes (SPEC.md section 5).
+
+A mode is a switch a library flips for a whole process: it patches torch's aten ops or relies on
+cuBLAS variables read once at start-up. Each mode therefore runs in its own subprocess, whose
+environment gets ``env`` before torch starts; the worker then calls ``enable`` (a
+``"module:function"`` path taking the Mode and returning a description of what it switched on, or
+raising when the installed library cannot provide the mode). ``disable`` (same form) switches it
+off again where the library offers that; the FP64 references of the prior-art report need it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    summary: str
+    env: dict[str, str] = field(default_factory=dict)
+    library: str | None = None  # distribution that provides the mode
+    enable: str | None = None
+    disable: str | None = None
+    variant: str | None = None  # library-specific flavour, e.g. Megatron's backend
+    requires: tuple[str, ...] = ()  # modules that must import for the mode to be possible
+
+    def problem(self) -> str | None:
+        """Why this mode cannot run here, judged by importing what it needs without switching it on
+        (None when nothing is missing; ``enable`` may still refuse, with its own reason)."""
+        from audit.candidates import import_problem
+
+        return next((p for p in map(import_problem, self.requires) if p), None)
+
+    def call(self, which: str) -> str | None:
+        """Run ``enable`` or ``disable``; returns its description (None when the mode has none)."""
+        path = getattr(self, which)
+        if path is None:
+            return None
+        module, _, function = path.partition(":")
+        return getattr(importlib.import_module(module), function)(self)
+
+
+_IEEE = {"TRITON_F32_DEFAULT": "ieee"}
+
+MODES: dict[str, Mode] = {
+    m.name: m
+    for m in (
+        Mode("plain", "nothing switched on"),
+        Mode(
+            "vllm",
+            "vLLM batch-invariant mode (cuBLAS kept for matmul on sm_90+, mean/softmax/bmm overridden)",
+            env={"CUBLAS_WORKSPACE_CONFIG": ":16:8", "CUBLASLT_WORKSPACE_SIZE": "1"},
+            library="vllm",
+            requires=("vllm.model_executor.determinism.batch_invariant",),
+            enable="adapters.vllm:enable_mode",
+        ),
+        Mode(
+            "sglang",
+            "SGLang batch-invariant ops (Triton persistent matmul, mean, log_softmax)",
+            library="sglang",
+            requires=("sglang.srt.batch_invariant_ops",),
+            enable="adapters.sglang:enable_mode",
+            disable="adapters.sglang:disable_mode",
+        ),
+        Mode(
+            "sglang_ieee",
+            "SGLang batch-invariant ops with Triton's FP32 dot in IEEE",
+            env=dict(_IEEE),
+            library="sglang",
+            requires=("sglang.srt.batch_invariant_ops",),
+            enable="adapters.sglang:enable_mode",
+            disable="adapters.sglang:disable_mode",
+        ),
+        Mode(
+            "megatron_te_native",
+            "Megatron batch-invariant mode, TE-native backend",
+            env={"CUBLASLT_WORKSPACE_SIZE": "0"},
+            library="megatron-core",
+            requires=("megatron.core",),
+            enable="adapters.megatron:enable_mode",
+            disable="adapters.megatron:disable_mode",
+            variant="te_native",
+        ),
+        Mode(
+            "megatron_triton",
+            "Megatron batch-invariant mode, Triton backend",
+            library="megatron-core",
+            requires=("megatron.core",),
+            enable="adapters.megatron:enable_mode",
+            disable="adapters.megatron:disable_mode",
+            variant="triton",
+        ),
+        Mode(
+            "megatron_triton_ieee",
+            "Megatron batch-invariant mode, Triton backend, IEEE FP32 dot",
+            env=dict(_IEEE),
+            library="megatron-core",
+            requires=("megatron.core",),
+            enable="adapters.megatron:enable_mode",
+            disable="adapters.megatron:disable_mode",
+            variant="triton",
+        ),
+    )
+}
+
+
+def get_mode(name: str) -> Mode:
+    try:
+        return MODES[name]
+    except KeyError:
+        raise KeyError(f"unknown mode {name!r}; valid modes: {', '.join(MODES)}") from None

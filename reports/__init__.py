@@ -1,0 +1,1 @@
+"""Report schema (pydantic), atomic JSON reading and writing, and rendering."""

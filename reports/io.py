@@ -1,0 +1,93 @@
+"""Reading, validating and atomically writing report files."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from . import schema
+from .schema import Report
+
+# Union-member and validator names pydantic puts into error locations; they are not JSON keys.
+_NOT_KEYS = {name for name, obj in vars(schema).items() if isinstance(obj, type)} | set(schema.KINDS)
+
+
+class ReportError(ValueError):
+    """A report file that cannot be read or does not match the schema; ``problems`` lists each
+    offending field as (JSON path, message)."""
+
+    def __init__(self, path: Path, problems: list[tuple[str, str]]):
+        self.path, self.problems = path, problems
+        super().__init__(f"{path}: " + "; ".join(f"{where}: {msg}" for where, msg in problems))
+
+
+def json_path(loc: tuple) -> str:
+    """``("results", "liger", "vs diffusers", "257", "out", 0)`` -> ``$.results.liger["vs diffusers"]["257"].out[0]``."""
+    out = "$"
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part.isidentifier():
+            out += f".{part}"
+        else:
+            out += f"[{json.dumps(part)}]"
+    return out
+
+
+def _problems(err: ValidationError) -> list[tuple[str, str]]:
+    errors = err.errors()
+    # An invalid case or candidate fails both union branches; the "Unavailable" branch's complaint
+    # ("unavailable: field required") only hides the real one.
+    real = [e for e in errors if "Unavailable" not in e["loc"]] or errors
+    seen, problems = set(), []
+    for e in real:
+        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and (p in _NOT_KEYS or "[" in p)))
+        item = (json_path(loc), e["msg"])
+        if item not in seen:
+            seen.add(item)
+            problems.append(item)
+    return problems
+
+
+def parse_report(data: object, path: Path = Path("<report>")) -> Report:
+    try:
+        return Report.model_validate(data)
+    except ValidationError as err:
+        raise ReportError(path, _problems(err)) from None
+
+
+def load_report(path: Path) -> Report:
+    """Read and validate a report of either kind."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ReportError(path, [("$", "no such file")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReportError(path, [("$", f"cannot read: {exc}")]) from None
+    except json.JSONDecodeError as exc:
+        raise ReportError(path, [("$", f"not JSON: {exc}")]) from None
+    return parse_report(data, path)
+
+
+def write_report(path: Path, data: dict) -> Report:
+    """Validate ``data`` and write it to ``path`` atomically (temporary file, fsync, rename), so an
+    interrupted run never leaves a half-written report."""
+    report = parse_report(data, path)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(report.model_dump_json(indent=2))
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return report

@@ -1,0 +1,80 @@
+"""rl_kernel_ops: the project's own deterministic, batch-invariant implementations of the MiniMax-H3
+conditioning operators (SPEC.md section 7).
+
+Each public function takes the op's tensors and returns its output; all are differentiable.
+Tensors on a CUDA device run the CUDA kernels in ``csrc/`` (compiled on first use, see ``_build``);
+tensors on the CPU run the PyTorch implementation of the same algorithm (``reference_rows``,
+``reference_gemm``), which is also the oracle the CUDA kernels are tested against.
+
+Contracts shared by every op, on either backend:
+- deterministic: the same inputs give the same bits in the output and in every gradient;
+- batch-invariant: a row's output and row-input gradients do not depend on the other rows;
+- table and parameter gradients are fixed-order FP32 reductions, cast once.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import torch
+
+__all__ = [
+    "adaln_projection",
+    "adaln_row_gather",
+    "backend_description",
+    "gate_residual",
+    "norm_modulate",
+    "timestep_mlp",
+]
+
+
+def _rows_backend(t: torch.Tensor) -> ModuleType:
+    if t.is_cuda:
+        from . import cuda_rows
+
+        return cuda_rows
+    from . import reference_rows
+
+    return reference_rows
+
+
+def _gemm_backend(t: torch.Tensor) -> ModuleType:
+    if t.is_cuda:
+        from . import cuda_gemm
+
+        return cuda_gemm
+    from . import reference_gemm
+
+    return reference_gemm
+
+
+def backend_description(device: torch.device | str) -> str:
+    """Which implementation runs for tensors on ``device``: used in report ``source`` strings."""
+    if torch.device(device).type == "cuda":
+        return "CUDA kernels (rl_kernel_ops/csrc, sm_90a)"
+    return "PyTorch reference of the kernels' algorithm (CPU)"
+
+
+def norm_modulate(x, w, shift, scale, idx, eps: float = 1e-5):
+    """rmsnorm(x, w) * (1 + scale[idx]) + shift[idx]; x (S, H) bf16, tables (R, H) bf16, idx (S,) int64."""
+    return _rows_backend(x).norm_modulate(x, w, shift, scale, idx, eps)
+
+
+def gate_residual(res, y, gate, idx):
+    """res + gate[idx] * y; res, y (S, H) bf16, gate (R, H) bf16, idx (S,) int64."""
+    return _rows_backend(res).gate_residual(res, y, gate, idx)
+
+
+def adaln_row_gather(table, idx):
+    """table[idx]: a pure copy forward; backward a fixed-order segmented FP32 sum per table row."""
+    return _rows_backend(table).adaln_row_gather(table, idx)
+
+
+def timestep_mlp(x, w1, b1, w2, b2):
+    """linear(silu(linear(x, w1, b1)), w2, b2) in FP32 with a row-count-independent summation order."""
+    return _gemm_backend(x).timestep_mlp(x, w1, b1, w2, b2)
+
+
+def adaln_projection(temb, w, b):
+    """linear(silu(temb).to(bf16), w, b): BF16 inputs, FP32 accumulation, row-count-independent order."""
+    return _gemm_backend(temb).adaln_projection(temb, w, b)
