@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -93,13 +94,13 @@ def run(
     all_candidates = sorted({n for o in ops for c in candidates_for(o) for n in (c.name, c.report_name("plain"))} |
                             {c.report_name(m) for o in ops for c in candidates_for(o) if c.all_modes for m in MODES})
     _check_names("candidate", candidate or [], all_candidates)
+    if case and any(c < 1 for c in case):
+        raise typer.BadParameter("a case is a number of rows, at least 1", param_hint="--case")
     dev = _resolve_device(device)
     plans = []
     for name in ops:
         spec = get_op(name)
         cases = list(case) if case else list(spec.cpu_cases if dev.type == "cpu" else spec.cases)
-        if case and any(c < 1 for c in case):
-            raise typer.BadParameter("cases are row counts >= 1", param_hint="--case")
         modes = list(mode) if mode else (list(MODES) if spec.kind == "gemm" else ["plain"])
         modes = [m for m in modes if spec.kind == "gemm" or m == "plain"]
         if not modes:
@@ -142,7 +143,7 @@ def show(
         try:
             report = load_report(path)
         except ReportError as exc:
-            err.print(f"[red]{exc}[/]")
+            err.print(f"[red]{escape(str(exc))}[/]")
             raise typer.Exit(2)
         if format is Format.table:
             print_report(report, console)
@@ -164,9 +165,9 @@ def validate(files: Annotated[list[Path], typer.Argument(help="Report files to c
         except ReportError as exc:
             bad = True
             for where, msg in exc.problems:
-                err.print(f"[red]{path}[/]: {where}: {msg}")
+                err.print(f"[red]{escape(str(path))}[/]: {escape(where)}: {escape(msg)}")
             continue
-        console.print(f"[green]{path}[/]: valid {report.root.kind} report for {report.root.op}")
+        console.print(f"[green]{escape(str(path))}[/]: valid {report.root.kind} report for {report.root.op}")
     if bad:
         raise typer.Exit(1)
 
@@ -197,19 +198,19 @@ def list_(device: Annotated[Device, typer.Option(help="Device to judge availabil
     console.print(ops)
     cands = Table(title="candidates", title_justify="left")
     for col in ("op", "candidate", "modes", "grads", "available here"):
-        cands.add_column(col, overflow="fold")
+        cands.add_column(col, overflow="fold", no_wrap=col in ("op", "candidate"))
     for spec in OPS.values():
         for c in candidates_for(spec.name):
             reason = unavailable_reason(c, dev)
             grads = ", ".join(spec.grads if c.grads is None else c.grads) or "none (forward only)"
             cands.add_row(spec.name, c.name, "all" if c.all_modes else "plain", grads,
-                          "[green]yes[/]" if reason is None else f"[grey50]no: {reason}[/]")
+                          "[green]yes[/]" if reason is None else f"[grey50]no: {escape(reason)}[/]")
     console.print(cands)
     modes = Table(title="modes", title_justify="left")
     for col in ("mode", "environment", "what", "available here"):
-        modes.add_column(col, overflow="fold")
+        modes.add_column(col, overflow="fold", no_wrap=col == "mode")
     for m in MODES.values():
         reason = m.problem()
         env = " ".join(f"{k}={v}" for k, v in m.env.items()) or "—"
-        modes.add_row(m.name, env, m.summary, "[green]yes[/]" if reason is None else f"[grey50]no: {reason}[/]")
+        modes.add_row(m.name, env, m.summary, "[green]yes[/]" if reason is None else f"[grey50]no: {escape(reason)}[/]")
     console.print(modes)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -12,8 +13,17 @@ from pydantic import ValidationError
 from . import schema
 from .schema import Report
 
-# Union-member and validator names pydantic puts into error locations; they are not JSON keys.
-_NOT_KEYS = {name for name, obj in vars(schema).items() if isinstance(obj, type)} | set(schema.KINDS)
+# Union-member names pydantic puts into error locations; they are not JSON keys.
+_PYDANTIC_STEP = re.compile(r"^(function-[a-z]+|dict|list|union|tagged-union|nullable|json-or-python)\[")
+_MODEL_NAMES = {name for name, obj in vars(schema).items() if isinstance(obj, type)}
+
+
+def _is_key(position: int, part: object) -> bool:
+    if isinstance(part, int):
+        return True
+    if position == 0 and part in schema.KINDS:  # the discriminator's tag
+        return False
+    return part not in _MODEL_NAMES and not _PYDANTIC_STEP.match(part)
 
 
 class ReportError(ValueError):
@@ -45,7 +55,7 @@ def _problems(err: ValidationError) -> list[tuple[str, str]]:
     real = [e for e in errors if "Unavailable" not in e["loc"]] or errors
     seen, problems = set(), []
     for e in real:
-        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and (p in _NOT_KEYS or "[" in p)))
+        loc = tuple(p for i, p in enumerate(e["loc"]) if _is_key(i, p))
         item = (json_path(loc), e["msg"])
         if item not in seen:
             seen.add(item)

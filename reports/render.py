@@ -134,7 +134,12 @@ def to_rich(report: Report) -> Group:
             if s.note:
                 parts.append(Text(s.note, style="dim"))
             continue
-        table = Table(title=s.title, caption=s.note or None, title_justify="left", caption_justify="left")
+        table = Table(
+            title=Text(s.title, style="bold"),
+            caption=Text(s.note, style="dim") if s.note else None,
+            title_justify="left",
+            caption_justify="left",
+        )
         for col in s.columns:
             table.add_column(col, overflow="fold")
         for row in s.rows:

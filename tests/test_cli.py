@@ -1,0 +1,105 @@
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from audit.cli import app
+from conftest import SEEDS
+from reports.io import load_report
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args), env={"COLUMNS": "250"})
+
+
+def test_list_shows_ops_candidates_modes_and_why_unavailable():
+    r = invoke("list", "--device", "cpu")
+    assert r.exit_code == 0, r.output
+    for name in ("norm_modulate", "gate_residual", "timestep_mlp", "adaln_projection", "megatron_triton_ieee"):
+        assert name in r.output
+    assert "diffusers" in r.output and "rl_kernel" in r.output and "torch_rms_norm" in r.output
+
+
+def test_schema_prints_json_schema_per_kind():
+    r = invoke("schema", "--kind", "h3_prior_art")
+    assert r.exit_code == 0
+    assert "batch_size_sweep" in json.dumps(json.loads(r.output))
+    assert invoke("schema", "--kind", "nope").exit_code == 2
+
+
+def test_validate_accepts_the_examples():
+    r = invoke("validate", *map(str, SEEDS))
+    assert r.exit_code == 0, r.output
+
+
+def test_validate_names_the_offending_field(tmp_path):
+    data = json.loads(SEEDS[0].read_text())
+    data["results"]["rl_kernel"]["vs diffusers[plain]"]["4"]["grads"]["w"]["numel"] = -1
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    r = invoke("validate", str(SEEDS[1]), str(bad))
+    assert r.exit_code == 1
+    assert '$.results.rl_kernel["vs diffusers[plain]"]["4"].grads.w.numel' in r.output
+
+
+def test_validate_rejects_non_json(tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text("{not json")
+    r = invoke("validate", str(bad))
+    assert r.exit_code == 1 and "not JSON" in r.output
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "json"])
+@pytest.mark.parametrize("path", SEEDS, ids=lambda p: p.name)
+def test_show_renders_every_example(path, fmt):
+    r = invoke("show", "--format", fmt, str(path))
+    assert r.exit_code == 0, r.output
+    report = load_report(path).root
+    assert report.op in r.output
+    if fmt == "json":
+        assert json.loads(r.output) == json.loads(path.read_text())
+    if fmt == "markdown":
+        assert "| case |" in r.output or "| candidate |" in r.output
+
+
+def test_show_marks_differences_in_markdown():
+    r = invoke("show", "--format", "markdown", str(SEEDS[1]))  # gate_residual
+    assert "❌ 35,402/48,384 differ" in r.output and "✅ equal" in r.output
+
+
+def test_show_rejects_a_malformed_report_with_status_2(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"kind": "h3_bitwise_reuse"}))
+    assert invoke("show", str(bad)).exit_code == 2
+
+
+@pytest.mark.parametrize(
+    "args, valid",
+    [
+        (["--op", "layer_norm"], "norm_modulate"),
+        (["--op", "gate_residual", "--mode", "fast"], "megatron_triton"),
+        (["--op", "gate_residual", "--candidate", "apex"], "rl_kernel"),
+        (["--op", "gate_residual", "--case", "0"], "rows"),
+        (["--op", "gate_residual", "--device", "tpu"], "cpu"),
+    ],
+)
+def test_run_rejects_unknown_names_with_status_2(args, valid):
+    r = invoke("run", *args)
+    assert r.exit_code == 2
+    assert valid in r.output
+
+
+def test_run_one_small_case_writes_a_valid_report(tmp_path):
+    out = tmp_path / "r.json"
+    r = invoke("run", "--op", "gate_residual", "--case", "5", "--device", "cpu", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    report = load_report(out).root
+    assert report.cases == [5] and set(report.inputs_sha256) == {"5"}
+    assert "rl_kernel vs diffusers" in r.output
+
+
+def test_show_keeps_bracketed_candidate_names():
+    r = invoke("show", str(SEEDS[3]))  # timestep_mlp
+    assert "diffusers[vllm] vs diffusers[plain]" in r.output

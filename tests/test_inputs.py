@@ -1,0 +1,68 @@
+import json
+import subprocess
+import sys
+
+import torch
+
+from audit.inputs import draw_grad_out, draw_inputs, fingerprint, packed_index, rn
+from audit.ops import OPS, TABLE_ROWS
+
+PROBE = (
+    "import json; from audit.ops import OPS; from audit.inputs import draw_inputs, draw_grad_out, fingerprint\n"
+    "out = {}\n"
+    "for name, rows in [('norm_modulate', 257), ('gate_residual', 33), ('timestep_mlp', 4)]:\n"
+    "    t = draw_inputs(OPS[name], rows, seed=rows); t['grad_out'] = draw_grad_out(OPS[name], rows, rows)\n"
+    "    out[name] = fingerprint(t)\n"
+    "print(json.dumps(out))\n"
+)
+
+
+def _fingerprints_in_new_process() -> dict:
+    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def test_inputs_are_identical_across_processes():
+    assert _fingerprints_in_new_process() == _fingerprints_in_new_process()
+
+
+def test_inputs_follow_the_spec_shapes_and_dtypes():
+    for op in OPS.values():
+        rows = 3
+        t = draw_inputs(op, rows, seed=7)
+        assert list(t) == [i.name for i in op.inputs]
+        for spec in op.inputs:
+            assert tuple(t[spec.name].shape) == spec.shape(rows)
+            assert t[spec.name].dtype == spec.dtype
+        assert draw_grad_out(op, rows, 7).shape == op.out_shape(rows)
+
+
+def test_upstream_convention_rn():
+    g = torch.Generator().manual_seed(5 * 1000 + 10)
+    expected = (torch.randn((4, 8), generator=g) * 2.0).to(torch.bfloat16)
+    assert torch.equal(rn(5, 10, (4, 8), torch.bfloat16, 2.0), expected)
+
+
+def test_parameters_do_not_depend_on_the_case_seed_but_rows_do():
+    op = OPS["norm_modulate"]
+    a, b = draw_inputs(op, 8, seed=3), draw_inputs(op, 8, seed=4)
+    for name in ("w", "sh", "sc"):
+        assert torch.equal(a[name], b[name])
+    assert not torch.equal(a["x"], b["x"])
+    assert bool((a["w"].float() >= 0.5).all()) and bool((a["w"].float() <= 1.5).all())
+
+
+def test_packed_index_covers_every_modality_first_and_stays_in_the_table():
+    idx = packed_index(11, 1000)
+    assert idx.dtype == torch.int64
+    assert [int(i) % 3 for i in idx[:3]] == [0, 1, 2]
+    assert int(idx.min()) >= 0 and int(idx.max()) < TABLE_ROWS
+    assert int(packed_index(11, 1)[0]) % 3 == 0
+
+
+def test_fingerprint_sees_one_flipped_bit():
+    t = {"x": torch.zeros(16, dtype=torch.bfloat16)}
+    u = {"x": t["x"].clone()}
+    u["x"].view(torch.int16)[3] = 1
+    assert fingerprint(t) != fingerprint(u)
+    assert fingerprint(t) == fingerprint({"x": t["x"].clone()})
