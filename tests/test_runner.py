@@ -1,0 +1,81 @@
+"""The runner end to end, in real subprocesses, on the CPU."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from reports.io import load_report
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def audit(*args: str, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "audit", *args],
+        cwd=REPO,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+FAULTY = {"AUDIT_PLUGINS": "tests.plugins.faulty"}
+
+
+def test_a_crashing_candidate_is_isolated_and_the_report_is_still_written(tmp_path):
+    out = tmp_path / "r.json"
+    done = audit(
+        "run", "--op", "gate_residual", "--device", "cpu", "--case", "2", "--case", "5",
+        "--candidate", "crashes", "--candidate", "raises", "--out", str(out), "-q",
+        env={**FAULTY, "FAULTY_CRASH_CASE": "4"},
+    )
+    assert done.returncode == 0, done.stderr
+    results = load_report(out).root.model_dump(mode="json")["results"]
+    crashed = results["crashes"]["unavailable"]
+    assert "exited with status 3" in crashed and "case 5" in crashed
+    assert results["raises"]["vs diffusers"]["2"] == {"unavailable": "RuntimeError: planted failure"}
+    assert results["raises"]["vs rl_kernel"]["5"] == {"unavailable": "RuntimeError: planted failure"}
+    # the references ran every case, before and after the crash
+    assert set(results["diffusers"]["vs rl_kernel"]) == {"2", "5"}
+    assert set(results["rl_kernel"]["vs diffusers"]) == {"2", "5"}
+
+
+def test_a_hanging_mode_process_times_out_without_ending_the_run(tmp_path):
+    out = tmp_path / "r.json"
+    done = audit(
+        "run", "--op", "gate_residual", "--device", "cpu", "--case", "3", "--candidate", "hangs",
+        "--timeout", "25", "--out", str(out), "-q", env=FAULTY,
+    )
+    assert done.returncode == 0, done.stderr
+    results = load_report(out).root.model_dump(mode="json")["results"]
+    assert "timed out after 25 s while running case 3" in results["hangs"]["unavailable"]
+    assert "3" in results["diffusers"]["vs rl_kernel"]
+
+
+def test_norm_modulate_on_cpu_end_to_end(tmp_path):
+    """The README's first command, in a subprocess, with the CPU defaults."""
+    done = audit("run", "--op", "norm_modulate", "--device", "cpu", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    path = tmp_path / "h3_bitwise_reuse.norm_modulate.json"
+    report = load_report(path).root
+    data = json.loads(path.read_text())
+    assert report.environment.gpu is None and report.environment.capability is None
+    assert report.environment.mode_environment == {"plain": {}}
+    assert report.environment.tf32 is False
+    assert report.cases == [1, 257, 4097] and set(data["inputs_sha256"]) == {"1", "257", "4097"}
+    results = data["results"]
+    # real results for the CPU candidates ...
+    for name, refs in {"diffusers": ["rl_kernel"], "rl_kernel": ["diffusers"], "torch_rms_norm": ["diffusers", "rl_kernel"]}.items():
+        assert sorted(k for k in results[name] if k.startswith("vs ")) == [f"vs {r}" for r in refs]
+        for ref in refs:
+            for case, cmp in results[name][f"vs {ref}"].items():
+                assert cmp["out"][0]["numel"] == int(case) * 5376
+    assert set(results["torch_rms_norm"]["vs diffusers"]["257"]["grads"]) == {"x", "w"}
+    assert set(results["rl_kernel"]["vs diffusers"]["257"]["grads"]) == {"x", "w", "sh", "sc"}
+    # ... and the GPU-only ones say why they did not run
+    for name in ("liger", "liger_rlk_gather", "sglang", "transformer_engine"):
+        assert "unavailable" in results[name], name
+    assert "rl_kernel vs diffusers" in done.stdout
