@@ -84,9 +84,10 @@ def run(
     from reports.render import print_report
     from reports.io import write_report
 
+    from .assemble import bitwise_report
     from .candidates import candidates_for
     from .ops import get_op
-    from .runner import plan, run_op
+    from .runner import plan, run_plan
 
     ops = list(OPS) if op == "all" else [op]
     _check_names("op", ops, list(OPS))
@@ -106,7 +107,7 @@ def run(
         if not modes:
             err.print(f"[yellow]{name}: row ops run in plain mode only; skipped[/]")
             continue
-        plans.append(plan(spec, modes, candidate, cases, dev))
+        plans.append(plan(spec, "bitwise", modes, candidate, cases, dev))
     if dev.type == "cpu" and not case:
         err.print("[dim]CPU device: using each op's CPU cases (pass --case to choose).[/]")
     with Progress(
@@ -120,7 +121,7 @@ def run(
             def advance(name: str, _task=task, _op=p.op.name) -> None:
                 progress.update(_task, advance=1, description=f"{_op}: {name}")
 
-            report = run_op(p, timeout, advance)
+            report = bitwise_report(p, run_plan(p, timeout, advance))
             progress.update(task, description=f"{p.op.name}: done")
             path = _output_path(out, p.op.name, len(plans) > 1)
             written.append((path, write_report(path, report)))

@@ -1,11 +1,10 @@
-"""The runner: plans one op's audit, runs each mode in its own subprocess, and assembles the
-``h3_bitwise_reuse`` report.
+"""The runner: runs each mode of a plan in its own subprocess and collects what they report.
 
-Plain mode runs first: it computes the references and keeps their tensors on disk in a temporary
-directory for the other modes' processes, and the directory is removed when the op is done. A mode
-process that crashes, runs out of memory or times out does not end the run: the candidate it was
-running becomes ``{"unavailable": "<exit status and last stderr lines>"}`` and the process is
-started again for the candidates it had not finished.
+Plain mode runs first: in the bitwise task it computes the references and keeps their tensors on
+disk in a temporary directory for the other modes' processes; the directory is removed when the op
+is done. A mode process that crashes, runs out of memory or times out does not end the run: the
+candidate it was running becomes ``{"unavailable": "<exit status and last output lines>"}`` and
+the process is started again for the candidates it had not finished.
 """
 
 from __future__ import annotations
@@ -28,30 +27,34 @@ import torch
 from modes import MODES, Mode
 
 from .candidates import Candidate, candidates_for
-from .environment import collect, repository_state
 from .ops import OpSpec
 
-RFC = "RL-Align/RL-Kernel#420"
 STDERR_TAIL = 12
+Advance = Callable[[str], None]
 
 
 @dataclass
 class Plan:
-    """Which candidates run in which mode, for one op."""
+    """Which candidates run in which mode for one op, over which units of work: the cases of the
+    bitwise task, or the checks of the prior-art task."""
 
     op: OpSpec
-    cases: list[int]
+    task: str  # "bitwise" or "prior_art"
+    units: list
     device: torch.device
     by_mode: dict[str, list[Candidate]]
+    options: dict = field(default_factory=dict)  # task-specific job fields
 
     @property
     def total(self) -> int:
-        return len(self.cases) * sum(len(cs) for cs in self.by_mode.values())
+        return len(self.units) * sum(len(cs) for cs in self.by_mode.values())
 
 
-def plan(op: OpSpec, modes: list[str], names: list[str] | None, cases: list[int], device: torch.device) -> Plan:
-    """Candidates per mode, references first; ``names`` filters by candidate or report name
-    (references always run: every comparison needs them)."""
+def plan(
+    op: OpSpec, task: str, modes: list[str], names: list[str] | None, units: list, device: torch.device, **options
+) -> Plan:
+    """Candidates per mode, references first; ``names`` filters by candidate or report name. In the
+    bitwise task the references always run, since every comparison needs them."""
     by_mode: dict[str, list[Candidate]] = {}
     ordered = sorted(candidates_for(op.name), key=lambda c: c.report_name("plain") not in op.references)
     for mode in sorted(modes, key=lambda m: m != "plain"):
@@ -59,27 +62,36 @@ def plan(op: OpSpec, modes: list[str], names: list[str] | None, cases: list[int]
             c
             for c in ordered
             if c.runs_in(mode)
-            and (names is None or c.name in names or c.report_name(mode) in names or c.report_name(mode) in op.references)
+            and (
+                names is None
+                or c.name in names
+                or c.report_name(mode) in names
+                or (task == "bitwise" and c.report_name(mode) in op.references)
+            )
         ]
         if chosen:
             by_mode[mode] = chosen
-    return Plan(op, cases, device, by_mode)
+    return Plan(op, task, units, device, by_mode, options)
 
 
 @dataclass
 class Outcome:
     """What the mode processes reported, accumulated across restarts."""
 
-    results: dict[str, dict] = field(default_factory=dict)
+    results: dict[str, dict] = field(default_factory=dict)  # report name -> entry
+    modes: dict[str, dict] = field(default_factory=dict)  # mode -> {"unavailable": ...} or {"description": ...}
     fingerprints: dict[str, dict[str, str]] = field(default_factory=dict)  # mode -> case -> sha256
     tf32: bool = False
-    done: set[tuple[str, int]] = field(default_factory=set)
+    done: set[tuple[str, object]] = field(default_factory=set)  # (report name, unit)
 
     def entry(self, name: str) -> dict:
         return self.results.setdefault(name, {})
 
     def unavailable(self, name: str, reason: str) -> None:
         self.results[name] = {"unavailable": reason}
+
+    def finished(self, name: str, units: list) -> bool:
+        return all((name, u) in self.done for u in units)
 
 
 def _spawn(job: dict, workdir: Path, env: dict[str, str]) -> tuple[subprocess.Popen, int, Path]:
@@ -130,71 +142,93 @@ def _tail(log_path: Path) -> str:
     return "\n".join(lines)
 
 
-def run_mode(
-    p: Plan,
-    mode: Mode,
-    outcome: Outcome,
-    workdir: Path,
-    timeout: float,
-    advance: Callable[[str], None],
-) -> None:
+def _record_bitwise(p: Plan, outcome: Outcome, ev: dict) -> None:
+    name, case = ev["candidate"], ev["unit"]
+    if ev["event"] == "done":
+        vs = ev["data"]
+    else:  # failed: every comparison of this case is lost, and so are the other references'
+        refs = [r for r in p.op.references if r != name]
+        vs = {r: {"unavailable": ev["reason"]} for r in refs}
+        if name in p.op.references:
+            lost = {"unavailable": f"reference {name} failed for this case: {ev['reason']}"}
+            for r in refs:
+                if (r, case) in outcome.done:
+                    _add_comparisons(outcome, r, case, {name: lost})
+    _add_comparisons(outcome, name, case, vs)
+
+
+def _add_comparisons(outcome: Outcome, name: str, case: int, vs: dict) -> None:
+    entry = outcome.entry(name)
+    if "unavailable" not in entry:
+        for ref, cmp in vs.items():
+            entry.setdefault(f"vs {ref}", {})[str(case)] = cmp
+
+
+def _record_prior_art(p: Plan, outcome: Outcome, ev: dict) -> None:
+    entry = outcome.entry(ev["candidate"])
+    if ev["event"] == "failed":
+        outcome.unavailable(ev["candidate"], ev["reason"])
+    elif "unavailable" not in entry:
+        entry.update(ev["data"])
+
+
+def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, timeout: float, advance: Advance) -> None:
     """Run ``mode``'s candidates in their own process(es); restart after a crash without the
     candidate that was running."""
-    candidates = p.by_mode[mode.name]
-    names = {c.report_name(mode.name): c for c in candidates}
+    record = _record_bitwise if p.task == "bitwise" else _record_prior_art
+    names = {c.report_name(mode.name): c for c in p.by_mode[mode.name]}
     pending = list(names)
     env = {**os.environ, **mode.env}
+
+    def give_up(name: str, reason: str) -> None:
+        outcome.unavailable(name, reason)
+        for u in p.units:
+            if (name, u) not in outcome.done:
+                outcome.done.add((name, u))
+                advance(name)
+
     while pending:
         job = {
+            "task": p.task,
             "op": p.op.name,
             "mode": mode.name,
             "device": str(p.device),
-            "cases": p.cases,
+            "units": p.units,
             "candidates": [names[n].name for n in pending],
             "references": list(p.op.references),
             "reference_dir": str(workdir / "references"),
-            "skip": sorted(outcome.done),
+            "skip": sorted((n, u) for n, u in outcome.done if n in names),
+            **p.options,
         }
         proc, read_fd, log_path = _spawn(job, workdir, env)
-        current: tuple[str, int] | None = None
+        current: tuple[str, object] | None = None
         finished = timed_out = False
         try:
             for ev in _events(proc, read_fd, time.monotonic() + timeout):
                 kind = ev["event"]
                 if kind == "mode":
                     outcome.tf32 |= bool(ev.get("tf32"))
+                    outcome.modes[mode.name] = {"description": ev.get("description")}
                 elif kind == "mode_unavailable":
+                    outcome.modes[mode.name] = {"unavailable": ev["reason"]}
                     for name in pending:
-                        outcome.unavailable(name, ev["reason"])
+                        give_up(name, ev["reason"])
                     pending = []
                 elif kind == "unavailable":
-                    outcome.unavailable(ev["candidate"], ev["reason"])
+                    give_up(ev["candidate"], ev["reason"])
                     pending.remove(ev["candidate"])
-                    for _ in p.cases:
-                        advance(ev["candidate"])
                 elif kind == "source":
                     outcome.entry(ev["candidate"])["source"] = ev["source"]
                 elif kind == "inputs":
                     outcome.fingerprints.setdefault(mode.name, {})[str(ev["case"])] = ev["sha256"]
                 elif kind == "start":
-                    current = (ev["candidate"], ev["case"])
-                elif kind == "done":
-                    _record(outcome, ev["candidate"], ev["case"], ev["vs"])
-                    if (ev["candidate"], ev["case"]) not in outcome.done and ev["candidate"] in pending:
-                        outcome.done.add((ev["candidate"], ev["case"]))
+                    current = (ev["candidate"], ev["unit"])
+                elif kind in ("done", "failed"):
+                    record(p, outcome, ev)
+                    key = (ev["candidate"], ev["unit"])
+                    if key not in outcome.done and ev["candidate"] in pending:
+                        outcome.done.add(key)
                         advance(ev["candidate"])
-                    current = None
-                elif kind == "case_failed":
-                    failed, case = ev["candidate"], ev["case"]
-                    refs = [r for r in p.op.references if r != failed]
-                    _record(outcome, failed, case, {r: {"unavailable": ev["reason"]} for r in refs})
-                    if failed in p.op.references:  # references that already ran lose this comparison
-                        lost = {"unavailable": f"reference {failed} failed for this case: {ev['reason']}"}
-                        for r in refs:
-                            if (r, case) in outcome.done:
-                                _record(outcome, r, case, {failed: lost})
-                    outcome.done.add((ev["candidate"], ev["case"]))
-                    advance(ev["candidate"])
                     current = None
                 elif kind == "timeout":
                     timed_out = True
@@ -209,45 +243,21 @@ def run_mode(
         what = f"timed out after {timeout:.0f} s" if timed_out else f"exited with status {code}"
         if current is None:  # died outside any candidate: nothing can be blamed, nothing retried
             for name in pending:
-                if not all((name, case) in outcome.done for case in p.cases):
-                    outcome.unavailable(name, f"mode {mode.name} process {what}:\n{_tail(log_path)}")
+                if not outcome.finished(name, p.units):
+                    give_up(name, f"mode {mode.name} process {what}:\n{_tail(log_path)}")
             break
-        blamed, case = current
-        outcome.unavailable(blamed, f"mode {mode.name} process {what} while running case {case}:\n{_tail(log_path)}")
-        for c in p.cases:
-            if (blamed, c) not in outcome.done:
-                advance(blamed)
-        pending = [n for n in pending if n != blamed and not all((n, c) in outcome.done for c in p.cases)]
+        blamed, unit = current
+        where = f"case {unit}" if p.task == "bitwise" else f"check {unit}"
+        give_up(blamed, f"mode {mode.name} process {what} while running {where}:\n{_tail(log_path)}")
+        pending = [n for n in pending if n != blamed and not outcome.finished(n, p.units)]
+        if p.task == "prior_art":  # a candidate's checks only make sense together: redo partial ones
+            for n in pending:
+                outcome.done -= {(n, u) for u in p.units}
+                outcome.results.pop(n, None)
 
 
-def _record(outcome: Outcome, name: str, case: int, vs: dict) -> None:
-    entry = outcome.entry(name)
-    if "unavailable" in entry:
-        return
-    for ref, cmp in vs.items():
-        entry.setdefault(f"vs {ref}", {})[str(case)] = cmp
-
-
-def _finish_results(p: Plan, outcome: Outcome) -> dict:
-    """Order results like the example reports and drop comparisons with references that never ran."""
-    missing_refs = {r for r in p.op.references if "unavailable" in outcome.results.get(r, {"unavailable": ""})}
-    results = {}
-    for name in sorted(outcome.results):
-        entry = outcome.results[name]
-        if "unavailable" in entry:
-            results[name] = {"unavailable": entry["unavailable"]}
-            continue
-        clean = {"source": entry.get("source", "")}
-        for key in sorted(k for k in entry if k.startswith("vs ")):
-            if key.removeprefix("vs ") in missing_refs:
-                continue
-            clean[key] = {str(c): entry[key][str(c)] for c in p.cases if str(c) in entry[key]}
-        results[name] = clean
-    return results
-
-
-def run_op(p: Plan, timeout: float, advance: Callable[[str], None]) -> dict:
-    """Run every mode of the plan and return the report (a plain dict in the seeds' schema)."""
+def run_plan(p: Plan, timeout: float, advance: Advance) -> Outcome:
+    """Run every mode of the plan, in its own process, plain first."""
     outcome = Outcome()
     workdir = Path(tempfile.mkdtemp(prefix=f"audit-{p.op.name}-"))
     try:
@@ -255,20 +265,4 @@ def run_op(p: Plan, timeout: float, advance: Callable[[str], None]) -> dict:
             run_mode(p, MODES[mode_name], outcome, workdir, timeout, advance)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    plain = outcome.fingerprints.get("plain", {})
-    for mode_name, prints in outcome.fingerprints.items():
-        if prints != {k: plain[k] for k in prints if k in plain}:
-            for c in p.by_mode[mode_name]:
-                outcome.unavailable(c.report_name(mode_name), f"inputs in mode {mode_name} differ from plain mode's")
-    commit, dirty = repository_state()
-    return {
-        "kind": "h3_bitwise_reuse",
-        "rfc": RFC,
-        "op": p.op.name,
-        "rl_kernel_commit": commit,
-        "tracked_tree_dirty": dirty,
-        "environment": collect(p.device, list(p.by_mode), outcome.tf32),
-        "cases": p.cases,
-        "inputs_sha256": plain,
-        "results": _finish_results(p, outcome),
-    }
+    return outcome

@@ -1,0 +1,67 @@
+"""Assembling reports in the example reports' schema from what the mode processes reported."""
+
+from __future__ import annotations
+
+from .environment import collect, repository_state
+from .runner import Outcome, Plan
+
+RFC = "RL-Align/RL-Kernel#420"
+
+
+def _header(p: Plan, kind: str, outcome: Outcome) -> dict:
+    commit, dirty = repository_state()
+    return {
+        "kind": kind,
+        "rfc": RFC,
+        "op": p.op.name,
+        "rl_kernel_commit": commit,
+        "tracked_tree_dirty": dirty,
+        "environment": collect(p.device, list(p.by_mode), outcome.tf32),
+    }
+
+
+def bitwise_report(p: Plan, outcome: Outcome) -> dict:
+    """The ``h3_bitwise_reuse`` report: candidates in name order, cases in the plan's order, and no
+    comparison with a reference that never ran. A mode whose inputs' fingerprints differ from plain
+    mode's makes its candidates unavailable (it would compare different problems)."""
+    plain = outcome.fingerprints.get("plain", {})
+    for mode_name, prints in outcome.fingerprints.items():
+        if any(plain.get(case, sha) != sha for case, sha in prints.items()):
+            for c in p.by_mode[mode_name]:
+                outcome.unavailable(c.report_name(mode_name), f"inputs in mode {mode_name} differ from plain mode's")
+    missing_refs = {r for r in p.op.references if "unavailable" in outcome.results.get(r, {"unavailable": ""})}
+    results = {}
+    for name in sorted(outcome.results):
+        entry = outcome.results[name]
+        if "unavailable" in entry:
+            results[name] = {"unavailable": entry["unavailable"]}
+            continue
+        clean = {"source": entry.get("source", "")}
+        for key in sorted(k for k in entry if k.startswith("vs ") and k[3:] not in missing_refs):
+            clean[key] = {str(c): entry[key][str(c)] for c in p.units if str(c) in entry[key]}
+        results[name] = clean
+    return {**_header(p, "h3_bitwise_reuse", outcome), "cases": p.units, "inputs_sha256": plain, "results": results}
+
+
+def prior_art_report(p: Plan, outcome: Outcome, quick: bool, megatron_source_commit: str | None) -> dict:
+    """The ``h3_prior_art`` report: per mode, per candidate, the checks' results or why not."""
+    header = _header(p, "h3_prior_art", outcome)
+    env = header["environment"]
+    header["environment"] = {**{k: v for k, v in env.items() if k != "mode_environment"},
+                             "megatron_source_commit": megatron_source_commit,
+                             "mode_environment": env["mode_environment"]}
+    results: dict[str, dict] = {}
+    for mode_name, candidates in p.by_mode.items():
+        state = outcome.modes.get(mode_name, {})
+        if "unavailable" in state:
+            results[mode_name] = {"unavailable": state["unavailable"]}
+            continue
+        per_mode = {}
+        for c in candidates:
+            name = c.report_name(mode_name)
+            entry = outcome.results.get(name, {"unavailable": "did not run"})
+            if "unavailable" not in entry and "accuracy_latency" not in entry:
+                entry = {"unavailable": "the checks did not complete"}
+            per_mode[name] = entry
+        results[mode_name] = per_mode
+    return {**header, "quick": quick, "results": results}
