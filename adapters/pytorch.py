@@ -18,6 +18,7 @@ from audit.ops import EPS, HIDDEN
     ops=("norm_modulate",),
     source=lambda mode, device: f"torch {version('torch')} F.rms_norm (no modulation)",
     grads=("x", "w"),
+    computes="torch_rms_norm",
 )
 def torch_rms_norm(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return F.rms_norm(t["x"], (HIDDEN,), t["w"], EPS)

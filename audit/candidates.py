@@ -23,6 +23,9 @@ ADAPTER_MODULES = (
     "adapters.diffusers",
     "adapters.pytorch",
     "adapters.rl_kernel",
+    "adapters.liger",
+    "adapters.sglang",
+    "adapters.transformer_engine",
 )
 PLUGINS_ENV = "AUDIT_PLUGINS"  # comma-separated extra modules that register candidates
 
@@ -38,6 +41,8 @@ class Candidate:
     cuda_only: bool = False
     min_capability: tuple[int, int] | None = None
     all_modes: bool = False  # runs under every mode as name[mode]; otherwise plain only
+    computes: str | None = None  # candidate whose computation this one implements, evaluated in
+    # FP64 as its accuracy reference; None: the op's first reference (diffusers)
 
     def report_name(self, mode: str) -> str:
         return f"{self.name}[{mode}]" if self.all_modes else self.name
@@ -107,15 +112,13 @@ def import_problem(module: str) -> str | None:
 
 
 def unavailable_reason(c: Candidate, device: torch.device) -> str | None:
-    """Why ``c`` cannot run on ``device`` in this process (None when it can)."""
+    """Why ``c`` cannot run on ``device`` in this process, every reason joined (None when it can)."""
+    problems = [p for p in map(import_problem, c.requires) if p]
     if c.cuda_only and device.type != "cuda":
-        return f"needs a CUDA device; this run uses {device.type}"
-    if c.min_capability and device.type == "cuda":
+        problems.append(f"needs a CUDA device; this run uses {device.type}")
+    elif c.min_capability and device.type == "cuda":
         cap = torch.cuda.get_device_capability(device)
         if cap < c.min_capability:
-            return f"needs compute capability >= {c.min_capability[0]}.{c.min_capability[1]}; GPU has {cap[0]}.{cap[1]}"
-    for module in c.requires:
-        problem = import_problem(module)
-        if problem:
-            return problem
-    return None
+            need = ".".join(map(str, c.min_capability))
+            problems.append(f"needs compute capability >= {need}; this GPU has {cap[0]}.{cap[1]}")
+    return "; ".join(problems) or None

@@ -27,9 +27,15 @@ class Mode:
 
     def problem(self) -> str | None:
         """Why this mode cannot run here, judged by importing what it needs without switching it on
-        (None when nothing is missing; ``enable`` may still refuse, with its own reason)."""
+        (None when nothing is missing; ``enable`` may still refuse, with its own reason). An
+        adapter that knows better (e.g. where a source tree replaces the package) provides
+        ``mode_problem(mode)`` beside its ``enable``."""
         from audit.candidates import import_problem
 
+        if self.enable:
+            adapter = importlib.import_module(self.enable.partition(":")[0])
+            if hasattr(adapter, "mode_problem"):
+                return adapter.mode_problem(self)
         return next((p for p in map(import_problem, self.requires) if p), None)
 
     def call(self, which: str) -> str | None:
@@ -77,7 +83,6 @@ MODES: dict[str, Mode] = {
             "Megatron batch-invariant mode, TE-native backend",
             env={"CUBLASLT_WORKSPACE_SIZE": "0"},
             library="megatron-core",
-            requires=("megatron.core",),
             enable="adapters.megatron:enable_mode",
             disable="adapters.megatron:disable_mode",
             variant="te_native",
@@ -86,7 +91,6 @@ MODES: dict[str, Mode] = {
             "megatron_triton",
             "Megatron batch-invariant mode, Triton backend",
             library="megatron-core",
-            requires=("megatron.core",),
             enable="adapters.megatron:enable_mode",
             disable="adapters.megatron:disable_mode",
             variant="triton",
@@ -96,7 +100,6 @@ MODES: dict[str, Mode] = {
             "Megatron batch-invariant mode, Triton backend, IEEE FP32 dot",
             env=dict(_IEEE),
             library="megatron-core",
-            requires=("megatron.core",),
             enable="adapters.megatron:enable_mode",
             disable="adapters.megatron:disable_mode",
             variant="triton",
