@@ -22,7 +22,7 @@ app = typer.Typer(
     "outputs and gradients as the references (diffusers' MiniMax-H3 code and rl_kernel_ops), and "
     "whether they are batch-invariant. Reports are JSON in the schema of the RFC's example reports.",
     no_args_is_help=True,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
 console = Console()
@@ -45,6 +45,25 @@ def _check_names(kind: str, given: list[str], valid: list[str]) -> None:
     unknown = [g for g in given if g not in valid]
     if unknown:
         raise typer.BadParameter(f"unknown {kind} {', '.join(map(repr, unknown))}; valid: {', '.join(valid)}")
+
+
+def _check_selection(op: str, mode: Optional[list[str]], candidate: Optional[list[str]]) -> list[str]:
+    """The ops selected; unknown op, mode or candidate names are a usage error (status 2)."""
+    from .candidates import candidates_for
+
+    ops = list(OPS) if op == "all" else [op]
+    _check_names("op", ops, list(OPS))
+    _check_names("mode", mode or [], list(MODES))
+    known = {n for o in ops for c in candidates_for(o) for n in (c.name, c.report_name("plain"))}
+    known |= {c.report_name(m) for o in ops for c in candidates_for(o) if c.all_modes for m in MODES}
+    _check_names("candidate", candidate or [], sorted(known))
+    return ops
+
+
+def _modes_for(spec, mode: Optional[list[str]]) -> list[str]:
+    """Row ops run in plain mode only; GEMM ops in every selected mode."""
+    modes = list(mode) if mode else list(MODES)
+    return [m for m in modes if spec.kind == "gemm" or m == "plain"]
 
 
 def _resolve_device(device: Device):
@@ -81,20 +100,11 @@ def run(
 ) -> None:
     """Run the bitwise-reuse audit: every mode in its own subprocess, every candidate and case
     compared bitwise with both references; writes one h3_bitwise_reuse report per op."""
-    from reports.render import print_report
-    from reports.io import write_report
-
     from .assemble import bitwise_report
-    from .candidates import candidates_for
     from .ops import get_op
-    from .runner import plan, run_plan
+    from .runner import plan
 
-    ops = list(OPS) if op == "all" else [op]
-    _check_names("op", ops, list(OPS))
-    _check_names("mode", mode or [], list(MODES))
-    all_candidates = sorted({n for o in ops for c in candidates_for(o) for n in (c.name, c.report_name("plain"))} |
-                            {c.report_name(m) for o in ops for c in candidates_for(o) if c.all_modes for m in MODES})
-    _check_names("candidate", candidate or [], all_candidates)
+    ops = _check_selection(op, mode, candidate)
     if case and any(c < 1 for c in case):
         raise typer.BadParameter("a case is a number of rows, at least 1", param_hint="--case")
     dev = _resolve_device(device)
@@ -102,33 +112,113 @@ def run(
     for name in ops:
         spec = get_op(name)
         cases = list(case) if case else list(spec.cpu_cases if dev.type == "cpu" else spec.cases)
-        modes = list(mode) if mode else (list(MODES) if spec.kind == "gemm" else ["plain"])
-        modes = [m for m in modes if spec.kind == "gemm" or m == "plain"]
+        modes = _modes_for(spec, mode)
         if not modes:
             err.print(f"[yellow]{name}: row ops run in plain mode only; skipped[/]")
             continue
         plans.append(plan(spec, "bitwise", modes, candidate, cases, dev))
     if dev.type == "cpu" and not case:
         err.print("[dim]CPU device: using each op's CPU cases (pass --case to choose).[/]")
+    _run_plans(plans, timeout, lambda p, outcome: bitwise_report(p, outcome), out, "h3_bitwise_reuse", quiet)
+
+
+def _run_plans(plans, timeout: float, assemble, out: Optional[Path], kind: str, quiet: bool) -> None:
+    """Run each plan under a progress bar (modes x candidates x units), write its report
+    atomically, then print the tables."""
+    from reports.io import write_report
+    from reports.render import print_report
+
+    from .runner import run_plan
+
+    written = []
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=err, transient=False,
     ) as progress:
-        written = []
         for p in plans:
             task = progress.add_task(f"{p.op.name}", total=p.total)
 
             def advance(name: str, _task=task, _op=p.op.name) -> None:
                 progress.update(_task, advance=1, description=f"{_op}: {name}")
 
-            report = bitwise_report(p, run_plan(p, timeout, advance))
+            report = assemble(p, run_plan(p, timeout, advance))
             progress.update(task, description=f"{p.op.name}: done")
-            path = _output_path(out, p.op.name, len(plans) > 1)
+            path = _output_path(out, p.op.name, len(plans) > 1, kind)
             written.append((path, write_report(path, report)))
     for path, report in written:
         if not quiet:
             print_report(report, console)
         console.print(f"wrote {path}")
+
+
+@app.command("prior-art")
+def prior_art(
+    op: Annotated[str, typer.Option("--op", help=f"Op to check, or 'all': {', '.join(OPS)}.")] = "all",
+    mode: Annotated[Optional[list[str]], typer.Option("--mode", help="Mode to run; repeatable. Default: every mode (row ops: plain only).")] = None,
+    candidate: Annotated[Optional[list[str]], typer.Option("--candidate", help="Candidate to check; repeatable. Default: all.")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Small sizes for smoke tests; the report says quick: true.")] = False,
+    device: Annotated[Device, typer.Option(help="Where candidates run; auto picks cuda when visible.")] = Device.auto,
+    out: Annotated[Optional[Path], typer.Option(help="Report file (one op) or directory. Default: audit-reports/.")] = None,
+    megatron_src: Annotated[Optional[Path], typer.Option("--megatron-src", help="A Megatron-LM source tree to use instead of the installed megatron-core; its commit goes into the report.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds one mode process may run before it is stopped.")] = 3600.0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print no tables, only where the reports went.")] = False,
+) -> None:
+    """Write the h3_prior_art report: for each mode and candidate, bitwise batch invariance (every
+    row alone vs in batches, contiguous sub-batches, a batch-size sweep with probe rows, parameter
+    gradients repeated), accuracy against FP64 and latency."""
+    from .assemble import prior_art_report
+    from .ops import get_op
+    from .prior_art import CHECKS, sizes_for, sizes_json
+    from .runner import plan
+
+    ops = _check_selection(op, mode, candidate)
+    commit = _use_megatron_src(megatron_src)
+    dev = _resolve_device(device)
+    plans = []
+    for name in ops:
+        spec = get_op(name)
+        sizes = sizes_json(sizes_for(spec, quick))
+        plans.append(plan(spec, "prior_art", _modes_for(spec, mode), candidate, CHECKS, dev, sizes=sizes))
+    _run_plans(plans, timeout, lambda p, outcome: prior_art_report(p, outcome, quick, commit), out, "h3_prior_art", quiet)
+
+
+def _use_megatron_src(path: Optional[Path]) -> Optional[str]:
+    """Point the mode processes at a Megatron-LM source tree; returns its short commit."""
+    if path is None:
+        return None
+    import os
+
+    if not (path / "megatron" / "core").is_dir():
+        raise typer.BadParameter(f"{path} has no megatron/core: not a Megatron-LM source tree", param_hint="--megatron-src")
+    os.environ["AUDIT_MEGATRON_SRC"] = str(path.resolve())
+    from adapters.megatron import source_commit
+
+    return source_commit()
+
+
+@app.command()
+def plot(
+    file: Annotated[Path, typer.Argument(help="A report of either kind.")],
+    out: Annotated[Optional[Path], typer.Option(help="PNG to write. Default: the report's name with .png.")] = None,
+) -> None:
+    """Draw a report (needs matplotlib: pip install '.[plot]'). Prior-art: latency against rows
+    (log-log), error against FP64, and each implementation's verdict. Bitwise: a candidate x case
+    grid coloured by how many elements differ."""
+    from reports.io import ReportError, load_report
+
+    try:
+        report = load_report(file)
+    except ReportError as exc:
+        err.print(f"[red]{escape(str(exc))}[/]")
+        raise typer.Exit(2)
+    try:
+        from reports.plot import plot_report
+    except ImportError as exc:
+        err.print(f"[red]audit plot needs matplotlib ({escape(str(exc))}); pip install '.[plot]'[/]")
+        raise typer.Exit(2)
+    target = out or file.with_suffix(".png")
+    plot_report(report, target)
+    console.print(f"wrote {target}")
 
 
 @app.command()

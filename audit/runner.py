@@ -166,9 +166,7 @@ def _add_comparisons(outcome: Outcome, name: str, case: int, vs: dict) -> None:
 
 def _record_prior_art(p: Plan, outcome: Outcome, ev: dict) -> None:
     entry = outcome.entry(ev["candidate"])
-    if ev["event"] == "failed":
-        outcome.unavailable(ev["candidate"], ev["reason"])
-    elif "unavailable" not in entry:
+    if "unavailable" not in entry:
         entry.update(ev["data"])
 
 
@@ -223,6 +221,9 @@ def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, timeout: floa
                     outcome.fingerprints.setdefault(mode.name, {})[str(ev["case"])] = ev["sha256"]
                 elif kind == "start":
                     current = (ev["candidate"], ev["unit"])
+                elif kind == "failed" and p.task == "prior_art":  # a candidate's checks stand together
+                    give_up(ev["candidate"], ev["reason"])
+                    current = None
                 elif kind in ("done", "failed"):
                     record(p, outcome, ev)
                     key = (ev["candidate"], ev["unit"])
