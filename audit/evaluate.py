@@ -21,14 +21,19 @@ def evaluate(
     inputs: dict[str, torch.Tensor],
     grad_out: torch.Tensor,
     only: tuple[str, ...] | None = None,
+    copy_all: bool = True,
 ) -> Result:
     """Outputs of ``c`` and its gradients for upstream ``grad_out``, w.r.t. the inputs it
     differentiates (or the subset ``only``). Each call gets fresh leaf copies of the inputs, so one
-    candidate cannot disturb another's."""
+    candidate cannot disturb another's; with ``copy_all=False`` only the differentiated ones are
+    copied (the prior-art checks' thousands of one-row passes share the parameters)."""
     wanted = differentiated(c, op)
     if only is not None:
         wanted = tuple(n for n in wanted if n in only)
-    leaves = {n: t.detach().clone().requires_grad_(n in wanted) for n, t in inputs.items()}
+    leaves = {
+        n: t.detach().clone().requires_grad_(True) if n in wanted else (t.detach().clone() if copy_all else t.detach())
+        for n, t in inputs.items()
+    }
     with torch.set_grad_enabled(bool(wanted)):
         out = c.forward(leaves)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]

@@ -23,7 +23,7 @@ from .bitwise import reason
 from .candidates import Candidate, get_candidate
 from .compare import _bits
 from .evaluate import Result, differentiated, evaluate
-from .inputs import draw_grad_out, draw_inputs
+from .inputs import draw_grad_out, draw_input
 from .ops import OpSpec
 
 CHECKS = ["all_rows", "params_repeatable", "full_vs_sub_batches", "batch_size_sweep", "accuracy_latency"]
@@ -95,10 +95,16 @@ class Checker:
         wanted = differentiated(c, op)
         self.row_grads = tuple(n for n in wanted if op.input(n).rows)
         self.param_grads = tuple(n for n in wanted if not op.input(n).rows)
+        self._params: dict[str, torch.Tensor] | None = None
 
     # -- helpers ---------------------------------------------------------------------------
     def problem(self, rows: int, seed: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        inputs = {k: v.to(self.device) for k, v in draw_inputs(self.op, rows, seed).items()}
+        """The op's inputs for ``rows`` rows and ``seed`` on the device, and the upstream gradient.
+        Parameters do not depend on the seed or the rows, so they are drawn once per candidate."""
+        if self._params is None:
+            self._params = {s.name: draw_input(s, 1, seed).to(self.device) for s in self.op.inputs if not s.rows}
+        inputs = {s.name: self._params[s.name] if not s.rows else draw_input(s, rows, seed).to(self.device)
+                  for s in self.op.inputs}
         return inputs, draw_grad_out(self.op, rows, seed).to(self.device)
 
     def rows(self, inputs: dict[str, torch.Tensor], index: torch.Tensor | slice) -> dict[str, torch.Tensor]:
@@ -108,7 +114,7 @@ class Checker:
 
     def run(self, inputs: dict[str, torch.Tensor], grad_out: torch.Tensor, params: bool = False) -> Result:
         only = self.row_grads + (self.param_grads if params else ())
-        return evaluate(self.c, self.op, inputs, grad_out, only=only)
+        return evaluate(self.c, self.op, inputs, grad_out, only=only, copy_all=False)
 
     def row_differs(self, got: Result, want: Result) -> tuple[torch.Tensor, torch.Tensor]:
         """Per row of ``got``: (output differs, some row gradient differs), as device booleans."""
