@@ -1,0 +1,248 @@
+"""Bandwidth of the row kernels (rl_kernel_ops.cuda_rows) at the largest case, S = 32768, H = 5376.
+
+Measures the device-to-device copy bandwidth first (bytes read + bytes written by
+``dst.copy_(src)`` on 1 GiB), then for norm_modulate, gate_residual and adaln_row_gather the
+forward and the forward+backward time, two ways: ``pipelined`` (CUDA events around 20 back-to-back
+calls, divided by 20: the GPU time per call when the host runs ahead, as in a model; the targets
+are judged on it) and ``per_call`` (events around one call followed by a synchronization, so the
+host's Python/launch overhead is included; the SPEC's latency convention). Both are medians of
+CUDA-event samples after warm-ups. Effective
+bandwidth counts the minimal bytes any implementation must move (each row input read once, each
+row output or row gradient written once, tables, parameters and the index once); the upstream
+gradient of gate_residual is its d_res, so d_res is not written. The gather is the fused AdaLN
+one: a single (9, 6H) table gathered to (S, 6H). Prints the ratios (to the copy bandwidth, to the
+eager composition, to Liger's modulated RMSNorm when ``liger_kernel`` imports) and writes JSON
+naming the GPU, torch and CUDA.
+
+Targets (SPEC section 7): forward >= 70 % and forward+backward >= 50 % of the copy bandwidth,
+never slower than eager or Liger.
+
+    python benchmarks/bench_row_ops.py --out bench_row_ops.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+
+import torch
+import torch.nn.functional as F
+
+from rl_kernel_ops import _build, cuda_rows
+
+S, H, R, EPS = 32768, 5376, 9, 1e-5
+BF16 = torch.bfloat16
+WARMUP, ITERS = 20, 100
+PIPELINE_CALLS, PIPELINE_SAMPLES = 20, 15
+
+
+def median_ms(fn, warmup: int = WARMUP, iters: int = ITERS, calls: int = 1) -> float:
+    """Median over `iters` samples of (event-timed `calls` back-to-back calls) / calls."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) / calls)
+    return statistics.median(samples)
+
+
+def timings(fn) -> dict[str, float]:
+    return {
+        "pipelined": median_ms(fn, warmup=5, iters=PIPELINE_SAMPLES, calls=PIPELINE_CALLS),
+        "per_call": median_ms(fn),
+    }
+
+
+def copy_bandwidth() -> float:
+    """Bytes read + written per second by a device-to-device copy of 1 GiB, in GB/s."""
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda").random_()
+    dst = torch.empty_like(src)
+    ms = median_ms(lambda: dst.copy_(src))
+    return 2 * src.numel() / ms / 1e6
+
+
+def packed_idx(rows: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(3)
+    tags = torch.randint(0, 3, (rows,), generator=g)
+    ti = torch.randint(0, 3, (rows,), generator=g)
+    tags[:3] = torch.arange(3)
+    return (ti * 3 + tags).cuda()
+
+
+def rn(shape, scale: float = 1.0) -> torch.Tensor:
+    return (torch.randn(shape, device="cuda") * scale).to(BF16)
+
+
+def fwd_and_fwd_bwd(fn, tensors: list[torch.Tensor], grad: torch.Tensor) -> tuple[dict, dict]:
+    with torch.no_grad():
+        fwd = timings(lambda: fn(*tensors))
+    leaves = [t.detach().requires_grad_() for t in tensors]
+    fwd_bwd = timings(lambda: torch.autograd.grad(fn(*leaves), leaves, grad))
+    return fwd, fwd_bwd
+
+
+def liger_function():
+    try:
+        from liger_kernel.ops import LigerModulatedRMSNormFunction
+    except Exception as exc:  # any import failure makes Liger unavailable, with the reason
+        return None, f"{type(exc).__name__}: {exc}"
+    import importlib.metadata
+
+    return LigerModulatedRMSNormFunction, importlib.metadata.version("liger-kernel")
+
+
+def entry(name, fwd, fwd_bwd, fwd_bytes, fwd_bwd_bytes, copy_gbs, baselines):
+    """fwd, fwd_bwd: {"pipelined": ms, "per_call": ms}; baselines: {name: (fwd, fwd_bwd)} alike."""
+    result = {"fwd_minimal_bytes": fwd_bytes, "fwd_bwd_minimal_bytes": fwd_bwd_bytes}
+    for mode in ("pipelined", "per_call"):
+        fwd_gbs = fwd_bytes / fwd[mode] / 1e6
+        fb_gbs = fwd_bwd_bytes / fwd_bwd[mode] / 1e6
+        result[mode] = {
+            "fwd_ms": fwd[mode],
+            "fwd_bwd_ms": fwd_bwd[mode],
+            "fwd_effective_GBps": fwd_gbs,
+            "fwd_bwd_effective_GBps": fb_gbs,
+            "fwd_ratio_to_copy": fwd_gbs / copy_gbs,
+            "fwd_bwd_ratio_to_copy": fb_gbs / copy_gbs,
+            "baselines": {
+                base: {
+                    "fwd_ms": b_fwd[mode],
+                    "fwd_bwd_ms": b_fb[mode],
+                    "fwd_speedup": b_fwd[mode] / fwd[mode],
+                    "fwd_bwd_speedup": b_fb[mode] / fwd_bwd[mode],
+                }
+                for base, (b_fwd, b_fb) in baselines.items()
+            },
+        }
+        line = (
+            f"{name:17s} {mode:9s} fwd {fwd[mode]:7.3f} ms {fwd_gbs / copy_gbs:6.1%} of copy | "
+            f"fwd+bwd {fwd_bwd[mode]:7.3f} ms {fb_gbs / copy_gbs:6.1%}"
+        )
+        for base, b in result[mode]["baselines"].items():
+            line += f" | vs {base}: fwd x{b['fwd_speedup']:.2f}, fwd+bwd x{b['fwd_bwd_speedup']:.2f}"
+        print(line, flush=True)
+    piped = result["pipelined"]
+    result["targets"] = {
+        "judged_on": "pipelined",
+        "fwd_ge_70pct_of_copy": piped["fwd_ratio_to_copy"] >= 0.70,
+        "fwd_bwd_ge_50pct_of_copy": piped["fwd_bwd_ratio_to_copy"] >= 0.50,
+        "never_slower_than_baselines": all(
+            b["fwd_speedup"] >= 1 and b["fwd_bwd_speedup"] >= 1 for b in piped["baselines"].values()
+        ),
+    }
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default="bench_row_ops.json")
+    args = parser.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    _build.load_extension()
+
+    copy_gbs = copy_bandwidth()
+    print(f"device-to-device copy: {copy_gbs:.0f} GB/s (read + write)", flush=True)
+    idx = packed_idx(S)
+    unit = S * H * 2  # one (S, H) BF16 matrix
+    table = R * H * 2
+    results = {}
+
+    # norm_modulate
+    x, w = rn((S, H), 2.0), (0.5 + torch.rand(H, device="cuda")).to(BF16)
+    sh, sc, g = rn((R, H), 0.1), rn((R, H), 0.1), rn((S, H))
+
+    def nm_eager(x, w, sh, sc):
+        return F.rms_norm(x, (H,), w, EPS) * (1.0 + sc.index_select(0, idx)) + sh.index_select(0, idx)
+
+    def nm_ours(x, w, sh, sc):
+        return cuda_rows.norm_modulate(x, w, sh, sc, idx, EPS)
+
+    small = H * 2 + 2 * table + S * 8
+    baselines = {"eager": fwd_and_fwd_bwd(nm_eager, [x, w, sh, sc], g)}
+    liger, liger_version = liger_function()
+    liger_info = {"available": liger is not None, "version_or_reason": liger_version}
+    if liger is not None:
+
+        def nm_liger(x, w, sh, sc):  # per-token rows gathered with index_select, as the audit feeds it
+            return liger.apply(x, w, sc.index_select(0, idx), sh.index_select(0, idx), EPS, 0.0, "llama", False)
+
+        baselines["liger"] = fwd_and_fwd_bwd(nm_liger, [x, w, sh, sc], g)
+        rows_sc, rows_sh = sc.index_select(0, idx), sh.index_select(0, idx)
+
+        def nm_liger_kernel(x, w, sc_rows, sh_rows):  # Liger alone on pre-gathered (S, H) rows
+            return liger.apply(x, w, sc_rows, sh_rows, EPS, 0.0, "llama", False)
+
+        baselines["liger_kernel_only"] = fwd_and_fwd_bwd(nm_liger_kernel, [x, w, rows_sc, rows_sh], g)
+    fwd, fb = fwd_and_fwd_bwd(nm_ours, [x, w, sh, sc], g)
+    results["norm_modulate"] = entry(
+        "norm_modulate", fwd, fb, 2 * unit + small, 5 * unit + 2 * small, copy_gbs, baselines
+    )
+    results["norm_modulate"]["liger"] = liger_info
+    del x, g
+
+    # gate_residual
+    res, y, gate, g = rn((S, H)), rn((S, H)), rn((R, H), 0.1), rn((S, H))
+
+    def gr_eager(res, y, gate):
+        return res + gate.index_select(0, idx) * y
+
+    def gr_ours(res, y, gate):
+        return cuda_rows.gate_residual(res, y, gate, idx)
+
+    baselines = {"eager": fwd_and_fwd_bwd(gr_eager, [res, y, gate], g)}
+    fwd, fb = fwd_and_fwd_bwd(gr_ours, [res, y, gate], g)
+    results["gate_residual"] = entry(
+        "gate_residual", fwd, fb, 3 * unit + table + S * 8, 6 * unit + 2 * table + S * 8, copy_gbs, baselines
+    )
+    del res, y, g
+
+    # adaln_row_gather: one (9, 6H) table -> (S, 6H)
+    big, g = rn((R, 6 * H)), rn((S, 6 * H))
+
+    def ga_eager(t):
+        return t.index_select(0, idx)
+
+    def ga_ours(t):
+        return cuda_rows.adaln_row_gather(t, idx)
+
+    baselines = {"eager": fwd_and_fwd_bwd(ga_eager, [big], g)}
+    fwd, fb = fwd_and_fwd_bwd(ga_ours, [big], g)
+    results["adaln_row_gather"] = entry(
+        "adaln_row_gather", fwd, fb, 6 * unit + 6 * table + S * 8, 12 * unit + 12 * table + S * 8, copy_gbs, baselines
+    )
+    results["adaln_row_gather"]["table_shape"] = [R, 6 * H]
+
+    report = {
+        "kind": "bench_row_ops",
+        "gpu": torch.cuda.get_device_name(),
+        "capability": list(torch.cuda.get_device_capability()),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "rows": S,
+        "hidden": H,
+        "table_rows": R,
+        "timing": {
+            "pipelined": f"median of {PIPELINE_SAMPLES} CUDA-event samples of {PIPELINE_CALLS} back-to-back calls, per call",
+            "per_call": f"median of {ITERS} CUDA-event samples of one synchronized call after {WARMUP} warm-ups",
+        },
+        "copy_GBps": copy_gbs,
+        "results": results,
+    }
+    with open(args.out, "w") as f:
+        json.dump(report, f, indent=2)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

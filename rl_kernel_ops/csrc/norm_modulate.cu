@@ -1,0 +1,344 @@
+// norm_modulate: out = rms_norm(x, w, eps) * (1 + scale[idx]) + shift[idx], x (S, H) bf16.
+//
+// Forward (one block of 128 threads per row, bitwise equal to the eager BF16 expression
+// F.rms_norm(x, (H,), w, eps) * (1.0 + scale.index_select(0, idx)) + shift.index_select(0, idx)):
+//   - sum of squares in torch's vectorized CUDA RMSNorm order: thread t takes 4-element vectors
+//     t, t + 128, ... and adds their squares in order, then block_sum_torch_order; mean = sum / H;
+//     rstd = rsqrtf(mean + eps) (torch: c10::cuda::compat::rsqrt, i.e. rsqrtf);
+//   - n = bf16(w * (rstd * x)) in FP32 (torch's kernel writes gamma * (rstd * x) rounded once);
+//   - p = bf16(1 + scale[i]); m = bf16(n * p); out = bf16(m + shift[i]) — one rounding per eager op.
+// The per-row rstd (FP32) is returned for the backward.
+//
+// Backward, with a = w * (g * p) (exact in FP32: a product of three BF16 values) and
+// xhat = rstd * x:
+//   - dx (row-local, one block per row): s = sum(a * x) with the statistic's thread/tree order but
+//     8-element vectors; c = ((rstd * rstd) * rstd * s) / H; dx = bf16(rstd * a - x * c);
+//   - partials (sorted tiles, see row_segments.cu): per tile and column, in sorted position order,
+//     q0: sum g (-> d_shift), q1: sum g * n (-> d_scale), q2: sum (g * p) * xhat (-> dw).
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include "rows_common.cuh"
+
+namespace rlk {
+namespace {
+
+// NV = most 4-element vectors one thread keeps in registers (H <= NV * 128 * 4).
+template <int NV>
+__global__ void __launch_bounds__(kRowThreads)
+    norm_modulate_fwd_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w,
+                             const uint16_t* __restrict__ shift, const uint16_t* __restrict__ scale,
+                             const int64_t* __restrict__ idx, int64_t cols, float eps,
+                             uint16_t* __restrict__ out, float* __restrict__ rstd_out) {
+  __shared__ float red[4];
+  const int64_t row = blockIdx.x;
+  const int nvec = static_cast<int>(cols / 4);
+  const uint2* xr = reinterpret_cast<const uint2*>(x + row * cols);
+  uint2 xv[NV];
+  float acc = 0.f;
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    const int i = threadIdx.x + k * kRowThreads;
+    if (i < nvec) {
+      xv[k] = xr[i];
+      float f[4];
+      unpack4(xv[k], f);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc = __fadd_rn(acc, __fmul_rn(f[e], f[e]));
+    }
+  }
+  const float sum_sq = block_sum_torch_order(acc, red);
+  const float r = rsqrtf(__fadd_rn(__fdiv_rn(sum_sq, static_cast<float>(cols)), eps));
+  if (threadIdx.x == 0) rstd_out[row] = r;
+
+  const int64_t t = idx[row];
+  const uint2* wv = reinterpret_cast<const uint2*>(w);
+  const uint2* sh = reinterpret_cast<const uint2*>(shift + t * cols);
+  const uint2* sc = reinterpret_cast<const uint2*>(scale + t * cols);
+  uint2* o = reinterpret_cast<uint2*>(out + row * cols);
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    const int i = threadIdx.x + k * kRowThreads;
+    if (i < nvec) {
+      float xf[4], wf[4], shf[4], scf[4], y[4];
+      unpack4(xv[k], xf);
+      unpack4(__ldg(wv + i), wf);
+      unpack4(__ldg(sh + i), shf);
+      unpack4(__ldg(sc + i), scf);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float n = round_bf16(__fmul_rn(wf[e], __fmul_rn(r, xf[e])));
+        const float p = round_bf16(__fadd_rn(1.f, scf[e]));
+        const float m = round_bf16(__fmul_rn(n, p));
+        y[e] = __fadd_rn(m, shf[e]);
+      }
+      o[i] = pack4(y);
+    }
+  }
+}
+
+// NV = most 8-element (16-byte) vectors one thread keeps in registers (H <= NV * 128 * 8). The
+// dx sum uses the same tree as the statistic but over 8-element vectors (thread t takes vectors
+// t, t + 128, ...); reference_rows.replay_row_sum(..., vec=8) replays it.
+template <int NV>
+__global__ void __launch_bounds__(kRowThreads)
+    norm_modulate_bwd_dx_kernel(const uint16_t* __restrict__ grad, const uint16_t* __restrict__ x,
+                                const float* __restrict__ rstd, const uint16_t* __restrict__ w,
+                                const uint16_t* __restrict__ scale, const int64_t* __restrict__ idx,
+                                int64_t cols, uint16_t* __restrict__ dx) {
+  __shared__ float red[4];
+  const int64_t row = blockIdx.x;
+  const int nvec = static_cast<int>(cols / 8);
+  const uint4* gr = reinterpret_cast<const uint4*>(grad + row * cols);
+  const uint4* xr = reinterpret_cast<const uint4*>(x + row * cols);
+  uint4 gv[NV], xv[NV];
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    const int i = threadIdx.x + k * kRowThreads;
+    if (i < nvec) {
+      gv[k] = gr[i];
+      xv[k] = xr[i];
+    }
+  }
+  const float r = rstd[row];
+  const uint4* wv = reinterpret_cast<const uint4*>(w);
+  const uint4* sc = reinterpret_cast<const uint4*>(scale + idx[row] * cols);
+  // a = w * (g * p) is recomputed in the second pass (w and the scale row stay in L1) to keep
+  // registers, and so occupancy, for the loads in flight.
+  float acc = 0.f;
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    const int i = threadIdx.x + k * kRowThreads;
+    if (i < nvec) {
+      float gf[8], xf[8], wf[8], scf[8];
+      unpack8(gv[k], gf);
+      unpack8(xv[k], xf);
+      unpack8(__ldg(wv + i), wf);
+      unpack8(__ldg(sc + i), scf);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float a = __fmul_rn(wf[e], __fmul_rn(gf[e], round_bf16(__fadd_rn(1.f, scf[e]))));
+        acc = __fadd_rn(acc, __fmul_rn(a, xf[e]));
+      }
+    }
+  }
+  const float s = block_sum_torch_order(acc, red);
+  const float c = __fdiv_rn(__fmul_rn(__fmul_rn(__fmul_rn(r, r), r), s), static_cast<float>(cols));
+  uint4* o = reinterpret_cast<uint4*>(dx + row * cols);
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    const int i = threadIdx.x + k * kRowThreads;
+    if (i < nvec) {
+      float gf[8], xf[8], wf[8], scf[8], d[8];
+      unpack8(gv[k], gf);
+      unpack8(xv[k], xf);
+      unpack8(__ldg(wv + i), wf);
+      unpack8(__ldg(sc + i), scf);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float a = __fmul_rn(wf[e], __fmul_rn(gf[e], round_bf16(__fadd_rn(1.f, scf[e]))));
+        d[e] = __fsub_rn(__fmul_rn(r, a), __fmul_rn(xf[e], c));
+      }
+      o[i] = pack8(d);
+    }
+  }
+}
+
+constexpr int kRowBatch = 4;  // rows whose loads are issued together in the tile kernels
+
+__global__ void __launch_bounds__(kColThreads)
+    norm_modulate_bwd_partials_kernel(const uint16_t* __restrict__ grad, const uint16_t* __restrict__ x,
+                                      const float* __restrict__ rstd, const uint16_t* __restrict__ w,
+                                      const uint16_t* __restrict__ scale, const int64_t* __restrict__ perm,
+                                      const int* __restrict__ seg_start, const int* __restrict__ tile_start,
+                                      int segments, int tile_rows, int64_t tiles, int64_t cols,
+                                      float* __restrict__ partials) {
+  __shared__ int64_t rows_s[kMaxTileRows];
+  __shared__ float rstd_s[kMaxTileRows];
+  TileRange tr;
+  if (!tile_range(blockIdx.x, seg_start, tile_start, segments, tile_rows, tr)) return;
+  stage_tile_rows(tr, perm, rows_s);
+  for (int j = threadIdx.x; j < tr.end - tr.begin; j += blockDim.x) rstd_s[j] = rstd[rows_s[j]];
+  __syncthreads();
+  const int64_t v = static_cast<int64_t>(blockIdx.y) * kColThreads + threadIdx.x;  // 8-column vector
+  const int64_t nvec = cols / 8;
+  if (v >= nvec) return;
+  float wf[8], p[8];
+  unpack8(__ldg(reinterpret_cast<const uint4*>(w) + v), wf);
+  unpack8(__ldg(reinterpret_cast<const uint4*>(scale + tr.segment * cols) + v), p);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) p[e] = round_bf16(__fadd_rn(1.f, p[e]));
+  float s_shift[8], s_scale[8], s_w[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) s_shift[e] = s_scale[e] = s_w[e] = 0.f;
+  const uint4* g4 = reinterpret_cast<const uint4*>(grad);
+  const uint4* x4 = reinterpret_cast<const uint4*>(x);
+  const int count = tr.end - tr.begin;
+  for (int j0 = 0; j0 < count; j0 += kRowBatch) {
+    uint4 gv[kRowBatch], xv[kRowBatch];
+#pragma unroll
+    for (int j = 0; j < kRowBatch; ++j) {
+      if (j0 + j < count) {
+        gv[j] = g4[rows_s[j0 + j] * nvec + v];
+        xv[j] = x4[rows_s[j0 + j] * nvec + v];
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kRowBatch; ++j) {
+      if (j0 + j < count) {
+        const float r = rstd_s[j0 + j];
+        float gf[8], xf[8];
+        unpack8(gv[j], gf);
+        unpack8(xv[j], xf);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const float xhat = __fmul_rn(r, xf[e]);
+          const float n = round_bf16(__fmul_rn(wf[e], xhat));
+          s_shift[e] = __fadd_rn(s_shift[e], gf[e]);
+          s_scale[e] = __fadd_rn(s_scale[e], __fmul_rn(gf[e], n));
+          s_w[e] = __fadd_rn(s_w[e], __fmul_rn(__fmul_rn(gf[e], p[e]), xhat));
+        }
+      }
+    }
+  }
+  const int64_t plane = tiles * cols;
+  float4* q0 = reinterpret_cast<float4*>(partials + static_cast<int64_t>(blockIdx.x) * cols + v * 8);
+  float4* q1 = reinterpret_cast<float4*>(partials + plane + static_cast<int64_t>(blockIdx.x) * cols + v * 8);
+  float4* q2 = reinterpret_cast<float4*>(partials + 2 * plane + static_cast<int64_t>(blockIdx.x) * cols + v * 8);
+  q0[0] = make_float4(s_shift[0], s_shift[1], s_shift[2], s_shift[3]);
+  q0[1] = make_float4(s_shift[4], s_shift[5], s_shift[6], s_shift[7]);
+  q1[0] = make_float4(s_scale[0], s_scale[1], s_scale[2], s_scale[3]);
+  q1[1] = make_float4(s_scale[4], s_scale[5], s_scale[6], s_scale[7]);
+  q2[0] = make_float4(s_w[0], s_w[1], s_w[2], s_w[3]);
+  q2[1] = make_float4(s_w[4], s_w[5], s_w[6], s_w[7]);
+}
+
+// Launches kernel<NV> for the smallest instantiated NV that holds a row of `cols` columns as
+// `vec`-element vectors spread over kRowThreads threads. Three sizes keep the build short:
+// H <= 2048, H <= 6144 (MiniMax-H3's 5376), H <= 16384.
+template <template <int> class Launch, int kVec, typename... Args>
+void dispatch_nv(int64_t cols, Args&&... args) {
+  constexpr int kSmall = 2048 / (kRowThreads * kVec), kMid = 6144 / (kRowThreads * kVec),
+                kLarge = 16384 / (kRowThreads * kVec);
+  const int64_t per_thread = (cols / kVec + kRowThreads - 1) / kRowThreads;
+  if (per_thread <= kSmall) Launch<kSmall>::run(args...);
+  else if (per_thread <= kMid) Launch<kMid>::run(args...);
+  else if (per_thread <= kLarge) Launch<kLarge>::run(args...);
+  else TORCH_CHECK(false, "norm_modulate: H = ", cols, " exceeds the supported maximum of 16384");
+}
+
+template <int NV>
+struct FwdLaunch {
+  static void run(int64_t rows, const at::Tensor& x, const at::Tensor& w, const at::Tensor& shift,
+                  const at::Tensor& scale, const at::Tensor& idx, float eps, at::Tensor& out, at::Tensor& rstd) {
+    norm_modulate_fwd_kernel<NV><<<static_cast<unsigned>(rows), kRowThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+        reinterpret_cast<const uint16_t*>(x.data_ptr()), reinterpret_cast<const uint16_t*>(w.data_ptr()),
+        reinterpret_cast<const uint16_t*>(shift.data_ptr()), reinterpret_cast<const uint16_t*>(scale.data_ptr()),
+        idx.data_ptr<int64_t>(), x.size(1), eps, reinterpret_cast<uint16_t*>(out.data_ptr()),
+        rstd.data_ptr<float>());
+  }
+};
+
+template <int NV>
+struct DxLaunch {
+  static void run(int64_t rows, const at::Tensor& grad, const at::Tensor& x, const at::Tensor& rstd,
+                  const at::Tensor& w, const at::Tensor& scale, const at::Tensor& idx, at::Tensor& dx) {
+    norm_modulate_bwd_dx_kernel<NV><<<static_cast<unsigned>(rows), kRowThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+        reinterpret_cast<const uint16_t*>(grad.data_ptr()), reinterpret_cast<const uint16_t*>(x.data_ptr()),
+        rstd.data_ptr<float>(), reinterpret_cast<const uint16_t*>(w.data_ptr()),
+        reinterpret_cast<const uint16_t*>(scale.data_ptr()), idx.data_ptr<int64_t>(), x.size(1),
+        reinterpret_cast<uint16_t*>(dx.data_ptr()));
+  }
+};
+
+void check_common(const at::Tensor& x, const at::Tensor& w, const at::Tensor& scale) {
+  check_rows_tensor(x, "x", 2, at::kBFloat16);
+  check_rows_tensor(w, "w", 1, at::kBFloat16);
+  check_rows_tensor(scale, "scale", 2, at::kBFloat16);
+  TORCH_CHECK(x.size(1) % 8 == 0 && w.size(0) == x.size(1) && scale.size(1) == x.size(1),
+              "norm_modulate: H must be a multiple of 8 and match w and the tables");
+  TORCH_CHECK(x.size(0) < (int64_t{1} << 31), "norm_modulate: too many rows");
+}
+
+std::tuple<at::Tensor, at::Tensor> norm_modulate_fwd(const at::Tensor& x, const at::Tensor& w,
+                                                     const at::Tensor& shift, const at::Tensor& scale,
+                                                     const at::Tensor& idx, double eps) {
+  check_common(x, w, scale);
+  check_rows_tensor(shift, "shift", 2, at::kBFloat16);
+  check_rows_tensor(idx, "idx", 1, at::kLong, false);
+  TORCH_CHECK(shift.sizes() == scale.sizes() && idx.size(0) == x.size(0), "norm_modulate: shape mismatch");
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t rows = x.size(0);
+  at::Tensor out = at::empty_like(x);
+  at::Tensor rstd = at::empty({rows}, x.options().dtype(at::kFloat));
+  if (rows == 0) return {out, rstd};
+  dispatch_nv<FwdLaunch, 4>(x.size(1), rows, x, w, shift, scale, idx, static_cast<float>(eps), out, rstd);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {out, rstd};
+}
+
+at::Tensor norm_modulate_bwd_dx(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& rstd,
+                                const at::Tensor& w, const at::Tensor& scale, const at::Tensor& idx) {
+  check_common(x, w, scale);
+  check_rows_tensor(grad, "grad", 2, at::kBFloat16);
+  check_rows_tensor(rstd, "rstd", 1, at::kFloat, false);
+  check_rows_tensor(idx, "idx", 1, at::kLong, false);
+  TORCH_CHECK(grad.sizes() == x.sizes() && rstd.size(0) == x.size(0) && idx.size(0) == x.size(0),
+              "norm_modulate backward: shape mismatch");
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t rows = x.size(0);
+  at::Tensor dx = at::empty_like(x);
+  if (rows == 0) return dx;
+  dispatch_nv<DxLaunch, 8>(x.size(1), rows, grad, x, rstd, w, scale, idx, dx);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return dx;
+}
+
+at::Tensor norm_modulate_bwd_partials(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& rstd,
+                                      const at::Tensor& w, const at::Tensor& scale, const at::Tensor& perm,
+                                      const at::Tensor& seg_start, const at::Tensor& tile_start, int64_t tiles,
+                                      int64_t tile_rows) {
+  check_common(x, w, scale);
+  check_rows_tensor(grad, "grad", 2, at::kBFloat16);
+  check_rows_tensor(rstd, "rstd", 1, at::kFloat, false);
+  check_rows_tensor(perm, "perm", 1, at::kLong, false);
+  check_rows_tensor(seg_start, "seg_start", 1, at::kInt, false);
+  check_rows_tensor(tile_start, "tile_start", 1, at::kInt, false);
+  TORCH_CHECK(grad.sizes() == x.sizes() && rstd.size(0) == x.size(0) && perm.size(0) == x.size(0) &&
+                  seg_start.size(0) == scale.size(0) + 1 && tile_start.size(0) == scale.size(0) + 1,
+              "norm_modulate backward: shape mismatch");
+  TORCH_CHECK(tiles >= 1 && tiles < (int64_t{1} << 31) && tile_rows >= 1 && tile_rows <= kMaxTileRows,
+              "norm_modulate backward: bad tiles");
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t cols = x.size(1);
+  at::Tensor partials = at::empty({3, tiles, cols}, x.options().dtype(at::kFloat));
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((cols / 8 + kColThreads - 1) / kColThreads));
+  norm_modulate_bwd_partials_kernel<<<grid, kColThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+      reinterpret_cast<const uint16_t*>(grad.data_ptr()), reinterpret_cast<const uint16_t*>(x.data_ptr()),
+      rstd.data_ptr<float>(), reinterpret_cast<const uint16_t*>(w.data_ptr()),
+      reinterpret_cast<const uint16_t*>(scale.data_ptr()), perm.data_ptr<int64_t>(), seg_start.data_ptr<int>(),
+      tile_start.data_ptr<int>(), static_cast<int>(scale.size(0)), static_cast<int>(tile_rows), tiles, cols,
+      partials.data_ptr<float>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return partials;
+}
+
+}  // namespace
+}  // namespace rlk
+
+TORCH_LIBRARY_FRAGMENT(rl_kernel_ops, m) {
+  m.def("norm_modulate_fwd(Tensor x, Tensor w, Tensor shift, Tensor scale, Tensor idx, float eps) -> (Tensor, Tensor)");
+  m.def("norm_modulate_bwd_dx(Tensor grad, Tensor x, Tensor rstd, Tensor w, Tensor scale, Tensor idx) -> Tensor");
+  m.def(
+      "norm_modulate_bwd_partials(Tensor grad, Tensor x, Tensor rstd, Tensor w, Tensor scale, Tensor perm, "
+      "Tensor seg_start, Tensor tile_start, int tiles, int tile_rows) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(rl_kernel_ops, CUDA, m) {
+  m.impl("norm_modulate_fwd", &rlk::norm_modulate_fwd);
+  m.impl("norm_modulate_bwd_dx", &rlk::norm_modulate_bwd_dx);
+  m.impl("norm_modulate_bwd_partials", &rlk::norm_modulate_bwd_partials);
+}

@@ -1,0 +1,131 @@
+// Segmented sums of the row ops' table and parameter gradients, without atomics.
+//
+// Positions are stably sorted by table row (torch.sort(idx, stable=True) in Python). Segment k is
+// the run of sorted positions whose table row is k; it is cut into tiles of `tile_rows` positions.
+// An op's tile kernel writes one FP32 partial row per tile (positions summed in sorted order), and
+// row_segment_fold adds a segment's partials in ascending tile order. Every sum has a fixed order
+// that depends only on idx, so the result is the same bits on every run.
+//
+// Ops:
+//   row_segment_plan(sorted_idx int64 (S,), segments, tile_rows) -> (seg_start, tile_start)
+//       both int32 (segments + 1,): segment k = sorted positions [seg_start[k], seg_start[k+1]),
+//       tiles [tile_start[k], tile_start[k+1]).
+//   row_segment_fold(partials fp32 (Q, T, H), tile_start int32 (R + 1,)?) -> fp32 (Q, R, H)
+//       out[q, k] = (((0 + p[q, t0]) + p[q, t0 + 1]) + ...) over k's tiles; without tile_start,
+//       one segment made of all T tiles (R = 1).
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include "rows_common.cuh"
+
+namespace rlk {
+namespace {
+
+__global__ void segment_plan_kernel(const int64_t* __restrict__ sorted, int64_t n, int segments,
+                                    int tile_rows, int* __restrict__ seg_start,
+                                    int* __restrict__ tile_start) {
+  // seg_start[k] = first sorted position whose key is >= k (binary search).
+  for (int k = threadIdx.x; k <= segments; k += blockDim.x) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) >> 1;
+      if (sorted[mid] < k) lo = mid + 1; else hi = mid;
+    }
+    seg_start[k] = static_cast<int>(lo);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int tiles = 0;
+    tile_start[0] = 0;
+    for (int k = 0; k < segments; ++k) {
+      tiles += (seg_start[k + 1] - seg_start[k] + tile_rows - 1) / tile_rows;
+      tile_start[k + 1] = tiles;
+    }
+  }
+}
+
+constexpr int kFoldBatch = 8;  // loads issued together; the adds stay in ascending tile order
+
+__global__ void segment_fold_kernel(const float* __restrict__ partials, int64_t tiles,
+                                    const int* __restrict__ tile_start, int segments, int64_t cols,
+                                    float* __restrict__ out) {
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (col >= cols) return;
+  const int k = blockIdx.y;
+  const int q = blockIdx.z;
+  const int t0 = tile_start == nullptr ? 0 : tile_start[k];
+  const int t1 = tile_start == nullptr ? static_cast<int>(tiles) : tile_start[k + 1];
+  const float* p = partials + static_cast<int64_t>(q) * tiles * cols + col;
+  float acc = 0.f;
+  int t = t0;
+  for (; t + kFoldBatch <= t1; t += kFoldBatch) {
+    float v[kFoldBatch];
+#pragma unroll
+    for (int j = 0; j < kFoldBatch; ++j) v[j] = p[static_cast<int64_t>(t + j) * cols];
+#pragma unroll
+    for (int j = 0; j < kFoldBatch; ++j) acc = __fadd_rn(acc, v[j]);
+  }
+  for (; t < t1; ++t) acc = __fadd_rn(acc, p[static_cast<int64_t>(t) * cols]);
+  out[(static_cast<int64_t>(q) * segments + k) * cols + col] = acc;
+}
+
+std::tuple<at::Tensor, at::Tensor> row_segment_plan(const at::Tensor& sorted_idx, int64_t segments,
+                                                    int64_t tile_rows) {
+  TORCH_CHECK(sorted_idx.is_cuda() && sorted_idx.scalar_type() == at::kLong && sorted_idx.dim() == 1 &&
+                  sorted_idx.is_contiguous(),
+              "row_segment_plan: sorted_idx must be a contiguous 1-D int64 CUDA tensor");
+  TORCH_CHECK(segments >= 1 && segments < (1 << 16), "row_segment_plan: segments out of range");
+  TORCH_CHECK(tile_rows >= 1 && sorted_idx.numel() < (int64_t{1} << 31), "row_segment_plan: bad sizes");
+  const c10::cuda::CUDAGuard guard(sorted_idx.device());
+  auto opts = sorted_idx.options().dtype(at::kInt);
+  at::Tensor seg_start = at::empty({segments + 1}, opts);
+  at::Tensor tile_start = at::empty({segments + 1}, opts);
+  segment_plan_kernel<<<1, 256, 0, c10::cuda::getCurrentCUDAStream()>>>(
+      sorted_idx.data_ptr<int64_t>(), sorted_idx.numel(), static_cast<int>(segments),
+      static_cast<int>(tile_rows), seg_start.data_ptr<int>(), tile_start.data_ptr<int>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {seg_start, tile_start};
+}
+
+at::Tensor row_segment_fold(const at::Tensor& partials, const std::optional<at::Tensor>& tile_start) {
+  TORCH_CHECK(partials.is_cuda() && partials.scalar_type() == at::kFloat && partials.dim() == 3 &&
+                  partials.is_contiguous(),
+              "row_segment_fold: partials must be a contiguous (Q, T, H) float32 CUDA tensor");
+  const int64_t q = partials.size(0), tiles = partials.size(1), cols = partials.size(2);
+  int64_t segments = 1;
+  const int* starts = nullptr;
+  if (tile_start.has_value()) {
+    TORCH_CHECK(tile_start->is_cuda() && tile_start->scalar_type() == at::kInt && tile_start->dim() == 1 &&
+                    tile_start->numel() >= 2 && tile_start->is_contiguous(),
+                "row_segment_fold: tile_start must be a contiguous int32 CUDA tensor of R + 1 entries");
+    segments = tile_start->numel() - 1;
+    starts = tile_start->data_ptr<int>();
+  }
+  TORCH_CHECK(q >= 1 && q < 65536 && segments < 65536 && tiles < (int64_t{1} << 31),
+              "row_segment_fold: sizes out of range");
+  const c10::cuda::CUDAGuard guard(partials.device());
+  at::Tensor out = at::empty({q, segments, cols}, partials.options());
+  if (cols == 0) return out;
+  const dim3 grid(static_cast<unsigned>((cols + 255) / 256), static_cast<unsigned>(segments),
+                  static_cast<unsigned>(q));
+  segment_fold_kernel<<<grid, 256, 0, c10::cuda::getCurrentCUDAStream()>>>(
+      partials.data_ptr<float>(), tiles, starts, static_cast<int>(segments), cols, out.data_ptr<float>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
+}
+
+}  // namespace
+}  // namespace rlk
+
+TORCH_LIBRARY_FRAGMENT(rl_kernel_ops, m) {
+  m.def("row_segment_plan(Tensor sorted_idx, int segments, int tile_rows) -> (Tensor, Tensor)");
+  m.def("row_segment_fold(Tensor partials, Tensor? tile_start) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(rl_kernel_ops, CUDA, m) {
+  m.impl("row_segment_plan", &rlk::row_segment_plan);
+  m.impl("row_segment_fold", &rlk::row_segment_fold);
+}

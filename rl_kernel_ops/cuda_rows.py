@@ -1,0 +1,141 @@
+"""CUDA backend of the row ops: autograd Functions over the kernels in ``csrc/norm_modulate.cu``,
+``csrc/gate_residual.cu``, ``csrc/row_gather.cu`` and ``csrc/row_segments.cu``.
+
+Same functions, signatures and algorithms as ``reference_rows`` (read its docstring for what equals
+what). Properties:
+- norm_modulate and gate_residual forwards are bitwise equal to the eager BF16 expressions on the
+  same GPU; the gather forward is a copy; gate_residual's d_res (the upstream gradient itself) and
+  d_y are bitwise equal to eager autograd's;
+- row outputs and row gradients come from one row's data with a fixed thread layout: batch-invariant;
+- table and parameter gradients: positions sorted by ``torch.sort(idx, stable=True)``, per-tile FP32
+  partial sums in sorted order, tiles folded in ascending order, cast to BF16 once — deterministic,
+  and no kernel uses atomics.
+Inputs are validated (``_row_checks``) before anything is launched; the index range check reads
+two numbers back from the GPU the first time an index tensor is seen (a synchronization), and is
+skipped while the same unmodified idx is reused. The backward never synchronizes.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._build import load_extension
+from ._row_checks import check_gate_residual, check_norm_modulate, check_row_gather
+from .reference_rows import TILE_ROWS
+
+__all__ = ["adaln_row_gather", "gate_residual", "norm_modulate"]
+
+BF16 = torch.bfloat16
+
+
+def _ops():
+    load_extension()
+    return torch.ops.rl_kernel_ops
+
+
+def _kernel_grad(grad: torch.Tensor) -> torch.Tensor:
+    """The upstream gradient as the kernels read it: contiguous and 16-byte aligned."""
+    grad = grad.contiguous()
+    return grad if grad.data_ptr() % 16 == 0 else grad.clone()
+
+
+def _plan(ops, idx: torch.Tensor, table_rows: int):
+    """Stable sort of the positions by table row and the tile plan of the segmented sums."""
+    sorted_idx, perm = torch.sort(idx, stable=True)
+    seg_start, tile_start = ops.row_segment_plan(sorted_idx, table_rows, TILE_ROWS)
+    tiles = -(-idx.shape[0] // TILE_ROWS) + table_rows  # upper bound on the number of tiles
+    return perm, seg_start, tile_start, tiles
+
+
+class _NormModulate(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, shift, scale, idx, eps):
+        out, rstd = _ops().norm_modulate_fwd(x, w, shift, scale, idx, eps)
+        ctx.save_for_backward(x, w, scale, idx, rstd)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w, scale, idx, rstd = ctx.saved_tensors
+        need_x, need_w, need_shift, need_scale = ctx.needs_input_grad[:4]
+        ops = _ops()
+        grad = _kernel_grad(grad)
+        dx = dw = dshift = dscale = None
+        if need_x:
+            dx = ops.norm_modulate_bwd_dx(grad, x, rstd, w, scale, idx)
+        if need_w or need_shift or need_scale:
+            if x.shape[0] == 0:
+                seg = scale.new_zeros((3, scale.shape[0], scale.shape[1]), dtype=torch.float32)
+            else:
+                perm, seg_start, tile_start, tiles = _plan(ops, idx, scale.shape[0])
+                partials = ops.norm_modulate_bwd_partials(
+                    grad, x, rstd, w, scale, perm, seg_start, tile_start, tiles, TILE_ROWS
+                )
+                seg = ops.row_segment_fold(partials, tile_start)  # (3, R, H): shift, scale, w
+            dshift = seg[0].to(BF16) if need_shift else None
+            dscale = seg[1].to(BF16) if need_scale else None
+            if need_w:
+                dw = ops.row_segment_fold(seg[2:3].contiguous(), None)[0, 0].to(BF16)
+        return dx, dw, dshift, dscale, None, None
+
+
+class _GateResidual(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, res, y, gate, idx):
+        out = _ops().gate_residual_fwd(res, y, gate, idx)
+        ctx.save_for_backward(y, gate, idx)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        y, gate, idx = ctx.saved_tensors
+        need_res, need_y, need_gate = ctx.needs_input_grad[:3]
+        dy = dgate = None
+        if need_y or need_gate:
+            if y.shape[0] == 0:
+                dy, dgate = torch.empty_like(y), torch.zeros_like(gate)
+            else:
+                ops = _ops()
+                perm, seg_start, tile_start, tiles = _plan(ops, idx, gate.shape[0])
+                dy, partials = ops.gate_residual_bwd(
+                    _kernel_grad(grad), y, gate, perm, seg_start, tile_start, tiles, TILE_ROWS
+                )
+                dgate = ops.row_segment_fold(partials, tile_start)[0].to(BF16)
+        return (grad if need_res else None), (dy if need_y else None), (dgate if need_gate else None), None
+
+
+class _RowGather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, table, idx):
+        out = _ops().row_gather_fwd(table, idx)
+        ctx.save_for_backward(idx)
+        ctx.table_shape = tuple(table.shape)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (idx,) = ctx.saved_tensors
+        if idx.shape[0] == 0:
+            return grad.new_zeros(ctx.table_shape), None
+        ops = _ops()
+        perm, seg_start, tile_start, tiles = _plan(ops, idx, ctx.table_shape[0])
+        partials = ops.row_gather_bwd_partials(_kernel_grad(grad), perm, seg_start, tile_start, tiles, TILE_ROWS)
+        return ops.row_segment_fold(partials, tile_start)[0].to(BF16), None
+
+
+def norm_modulate(x, w, shift, scale, idx, eps: float = 1e-5):
+    """rms_norm(x, w, eps) * (1 + scale[idx]) + shift[idx] on the GPU (see module docstring)."""
+    check_norm_modulate(x, w, shift, scale, idx, eps)
+    return _NormModulate.apply(x, w, shift, scale, idx.contiguous(), float(eps))
+
+
+def gate_residual(res, y, gate, idx):
+    """res + gate[idx] * y on the GPU (see module docstring)."""
+    check_gate_residual(res, y, gate, idx)
+    return _GateResidual.apply(res, y, gate, idx.contiguous())
+
+
+def adaln_row_gather(table, idx):
+    """table[idx] on the GPU; backward a fixed-order segmented FP32 sum (see module docstring)."""
+    check_row_gather(table, idx)
+    return _RowGather.apply(table, idx.contiguous())
