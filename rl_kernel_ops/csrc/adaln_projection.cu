@@ -1,0 +1,115 @@
+// adaln_projection: out = linear(silu(temb).to(bf16), w, b) with BF16 tensor cores.
+//
+// Forward: a = bf16(silu(temb)) with ATen's formula (x / (1 + expf(-x)), FP32, one rounding), so
+// `a` is bitwise what eager `silu(temb).to(torch.bfloat16)` gives; then out = bf16(a @ w^T + b)
+// from FP32 accumulators (one MMA chain per output over ascending k, bias added, one rounding).
+// Backward: d_a = bf16(dout @ w) with a fixed split-K count (caller's constant), folded in
+// ascending order and rounded once, as eager rounds the BF16 GEMM result; then
+// d_temb = silu'(temb) * float(d_a) in FP32 (the grad of `.to(bf16)` is a cast).
+// dw = bf16(dout^T @ a): one MMA chain over the T rows, ascending. db = fixed-chunk FP32 column
+// sums of dout, cast once. The tile shape depends on T but the order of every output's terms
+// does not: rows are batch-invariant, everything is deterministic, no atomics.
+//
+// Ops: adaln_proj_forward(temb, w, b) -> (out, a)
+//      adaln_proj_backward(dout, temb, a, w, splits_dgrad, row_chunk, need_temb, need_w, need_b)
+//          -> [d_temb, dw, db]   (gradients not asked for come back as empty tensors)
+#include "gemm_common.cuh"
+#include "gemm_mma_bf16.cuh"
+
+namespace rlk {
+namespace {
+
+__global__ void silu_to_bf16_kernel(const float* __restrict__ x, bf16* __restrict__ y,
+                                    long long quads) {
+  const long long q = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (q >= quads) return;
+  const float4 v = reinterpret_cast<const float4*>(x)[q];
+  __nv_bfloat162 lo = __floats2bfloat162_rn(silu_f32(v.x), silu_f32(v.y));
+  __nv_bfloat162 hi = __floats2bfloat162_rn(silu_f32(v.z), silu_f32(v.w));
+  reinterpret_cast<__nv_bfloat162*>(y)[2 * q] = lo;
+  reinterpret_cast<__nv_bfloat162*>(y)[2 * q + 1] = hi;
+}
+
+void check(const at::Tensor& t, at::ScalarType dtype, int64_t dim, const char* name) {
+  TORCH_CHECK(t.is_cuda() && t.scalar_type() == dtype && t.dim() == dim && t.is_contiguous(),
+              "adaln_proj: ", name, " must be a contiguous ", dim, "-D ", c10::toString(dtype),
+              " CUDA tensor");
+}
+
+std::tuple<at::Tensor, at::Tensor> adaln_forward(const at::Tensor& temb, const at::Tensor& w,
+                                                 const at::Tensor& b) {
+  check(temb, at::kFloat, 2, "temb");
+  check(w, at::kBFloat16, 2, "w");
+  check(b, at::kBFloat16, 1, "b");
+  const c10::cuda::CUDAGuard guard(temb.device());
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  const int T = temb.size(0), D = temb.size(1), N = w.size(0);
+  TORCH_CHECK(w.size(1) == D && b.numel() == N && D % 8 == 0, "adaln_proj_forward: shape mismatch");
+  at::Tensor a = at::empty({T, D}, temb.options().dtype(at::kBFloat16));
+  const long long quads = static_cast<long long>(T) * D / 4;
+  if (quads > 0) {
+    silu_to_bf16_kernel<<<ceil_div(quads, 256), 256, 0, stream>>>(
+        temb.data_ptr<float>(), reinterpret_cast<bf16*>(a.data_ptr()), quads);
+    check_launch("silu_to_bf16");
+  }
+  at::Tensor out = at::empty({T, N}, a.options());
+  mma_gemm_by_rows<true, true, EPI_BF16>(
+      reinterpret_cast<const bf16*>(a.data_ptr()), reinterpret_cast<const bf16*>(w.data_ptr()),
+      out.data_ptr(), reinterpret_cast<const bf16*>(b.data_ptr()), T, N, D, 1, D, D, N, stream);
+  return {out, a};
+}
+
+std::vector<at::Tensor> adaln_backward(const at::Tensor& dout, const at::Tensor& temb,
+                                       const at::Tensor& a, const at::Tensor& w,
+                                       int64_t splits_dgrad, int64_t row_chunk, bool need_temb,
+                                       bool need_w, bool need_b) {
+  check(dout, at::kBFloat16, 2, "dout");
+  check(temb, at::kFloat, 2, "temb");
+  check(a, at::kBFloat16, 2, "a");
+  check(w, at::kBFloat16, 2, "w");
+  const c10::cuda::CUDAGuard guard(temb.device());
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  const int T = temb.size(0), D = temb.size(1), N = w.size(0);
+  TORCH_CHECK(dout.size(0) == T && dout.size(1) == N && a.size(0) == T && a.size(1) == D &&
+                  w.size(1) == D,
+              "adaln_proj_backward: shape mismatch");
+  at::Tensor none = at::empty({0}, temb.options());
+  at::Tensor dtemb = none, dw = none, db = none;
+  const bf16* dout_p = reinterpret_cast<const bf16*>(dout.data_ptr());
+  if (need_temb) {
+    at::Tensor part = at::empty({splits_dgrad, T, D}, temb.options());
+    mma_gemm_by_rows<true, false, EPI_F32>(dout_p, reinterpret_cast<const bf16*>(w.data_ptr()),
+                                           part.data_ptr(), nullptr, T, D, N,
+                                           static_cast<int>(splits_dgrad), N, D, D, stream);
+    dtemb = at::empty({T, D}, temb.options());
+    fold_splits<FOLD_BF16_SILU_GRAD>(part, static_cast<int>(splits_dgrad), T, D, nullptr,
+                                     temb.data_ptr<float>(), dtemb.data_ptr<float>(), nullptr,
+                                     stream);
+  }
+  if (need_w) {
+    dw = at::empty({N, D}, w.options());
+    mma_gemm_launch<128, 128, 64, 64, 4, false, false, EPI_BF16>(
+        dout_p, reinterpret_cast<const bf16*>(a.data_ptr()), dw.data_ptr(), nullptr, N, D, T, 1, N,
+        D, D, stream);
+  }
+  if (need_b) {
+    db = at::empty({N}, w.options());
+    column_sum<bf16, bf16>(dout, static_cast<int>(row_chunk), db, stream);
+  }
+  return {dtemb, dw, db};
+}
+
+}  // namespace
+}  // namespace rlk
+
+TORCH_LIBRARY_FRAGMENT(rl_kernel_ops, m) {
+  m.def("adaln_proj_forward(Tensor temb, Tensor w, Tensor b) -> (Tensor, Tensor)");
+  m.def(
+      "adaln_proj_backward(Tensor dout, Tensor temb, Tensor a, Tensor w, int splits_dgrad, "
+      "int row_chunk, bool need_temb, bool need_w, bool need_b) -> Tensor[]");
+}
+
+TORCH_LIBRARY_IMPL(rl_kernel_ops, CUDA, m) {
+  m.impl("adaln_proj_forward", &rlk::adaln_forward);
+  m.impl("adaln_proj_backward", &rlk::adaln_backward);
+}

@@ -1,0 +1,116 @@
+"""CUDA-backed GEMM ops: autograd Functions over the kernels of ``csrc/timestep_mlp.cu`` and
+``csrc/adaln_projection.cu`` (``torch.ops.rl_kernel_ops.gemm_tmlp_*`` / ``adaln_proj_*``).
+
+Same names, signatures and canonical summation order as ``reference_gemm`` (whose split-count
+constants are passed to the kernels). Contracts:
+- deterministic: the same inputs give the same bits, output and every gradient, run after run;
+  no atomics anywhere (weight and bias gradients are fixed-order reductions over the rows);
+- batch-invariant: a row's output and its row gradient (dx / d_temb) do not depend on how many
+  rows are in the batch or where the row sits (the tile shape follows T, the order of every
+  output's terms does not);
+- timestep_mlp is FP32 throughout (FFMA, no TF32); adaln_projection computes
+  ``silu(temb).to(bf16)`` bitwise as eager CUDA does, then a BF16 tensor-core GEMM with FP32
+  accumulation, bias added, one rounding; its d_temb rounds ``dout @ w`` to BF16 first, as eager
+  autograd does through ``.to(bf16)``.
+Against eager cuBLAS the results are equal to tolerance, not bitwise (different summation order).
+
+Inputs are checked before any kernel runs: wrong dtypes raise TypeError; wrong shapes, devices,
+non-contiguous or not 16-byte aligned tensors, and sizes the tiles do not cover raise ValueError.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from . import _build
+from .reference_gemm import (
+    ADALN_SPLITS_DGRAD,
+    ROW_CHUNK,
+    TMLP_SPLITS_FC1,
+    TMLP_SPLITS_FC1_DGRAD,
+    TMLP_SPLITS_FC2,
+    TMLP_SPLITS_FC2_DGRAD,
+    TMLP_WGRAD_ROWS,
+    check_adaln_projection_args,
+    check_timestep_mlp_args,
+)
+
+TILE = 128  # the kernels' output tiles: every weight dimension must be a multiple of it
+
+
+def _ops():
+    _build.load_extension()
+    return torch.ops.rl_kernel_ops
+
+
+def _check_cuda_layout(dims: dict[str, int], **tensors: torch.Tensor) -> None:
+    for name, t in tensors.items():
+        if not t.is_cuda:
+            raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
+        if not t.is_contiguous():
+            raise ValueError(f"{name} must be contiguous (strides {t.stride()})")
+        if t.data_ptr() % 16:
+            raise ValueError(f"{name} must be 16-byte aligned (its data is {t.data_ptr() % 16} bytes off)")
+    for name, size in dims.items():
+        if size % TILE:
+            raise ValueError(f"{name}={size} must be a multiple of {TILE} for the CUDA kernels")
+
+
+def _aligned(t: torch.Tensor) -> torch.Tensor:
+    """An upstream gradient as the kernels need it: contiguous and 16-byte aligned."""
+    t = t.contiguous()
+    return t if t.data_ptr() % 16 == 0 else t.clone()
+
+
+class TimestepMLP(torch.autograd.Function):
+    """linear(silu(linear(x, w1, b1)), w2, b2) on the FP32 SIMT kernels; grads for all inputs."""
+
+    @staticmethod
+    def forward(ctx, x, w1, b1, w2, b2):
+        out, h, a = _ops().gemm_tmlp_forward(x, w1, b1, w2, b2, TMLP_SPLITS_FC1, TMLP_SPLITS_FC2)
+        ctx.save_for_backward(x, w1, w2, h, a)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dout):
+        x, w1, w2, h, a = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        splits = (TMLP_SPLITS_FC2_DGRAD, TMLP_SPLITS_FC1_DGRAD, ROW_CHUNK, TMLP_WGRAD_ROWS)
+        grads = _ops().gemm_tmlp_backward(_aligned(dout.float()), x, w1, w2, h, a, *splits, *needs)
+        return tuple(g if need else None for g, need in zip(grads, needs))
+
+
+class AdalnProjection(torch.autograd.Function):
+    """linear(silu(temb).to(bf16), w, b) on the BF16 tensor-core kernels; grads temb, w, b."""
+
+    @staticmethod
+    def forward(ctx, temb, w, b):
+        out, a = _ops().adaln_proj_forward(temb, w, b)
+        ctx.save_for_backward(temb, a, w)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dout):
+        temb, a, w = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        grads = _ops().adaln_proj_backward(
+            _aligned(dout.to(torch.bfloat16)), temb, a, w, ADALN_SPLITS_DGRAD, ROW_CHUNK, *needs
+        )
+        return tuple(g if need else None for g, need in zip(grads, needs))
+
+
+def timestep_mlp(x, w1, b1, w2, b2):
+    """x (T, F), w1 (Hd, F), b1 (Hd,), w2 (D, Hd), b2 (D,): FP32 CUDA tensors, F, Hd, D % 128 == 0."""
+    check_timestep_mlp_args(x, w1, b1, w2, b2)
+    _check_cuda_layout({"F": w1.shape[1], "Hd": w1.shape[0], "D": w2.shape[0]}, x=x, w1=w1, b1=b1, w2=w2, b2=b2)
+    return TimestepMLP.apply(x, w1, b1, w2, b2)
+
+
+def adaln_projection(temb, w, b):
+    """temb (T, D) FP32, w (N, D) BF16, b (N,) BF16 CUDA tensors, D and N multiples of 128."""
+    check_adaln_projection_args(temb, w, b)
+    _check_cuda_layout({"D": w.shape[1], "N": w.shape[0]}, temb=temb, w=w, b=b)
+    return AdalnProjection.apply(temb, w, b)

@@ -1,0 +1,249 @@
+"""CUDA GEMM ops of rl_kernel_ops (timestep_mlp, adaln_projection) at the MiniMax-H3 sizes.
+
+Checks, bitwise unless said otherwise: determinism over repeated runs (output and every gradient),
+batch invariance (every row of a 2048-row pool computed alone vs inside batches of 64, 257 and 2048,
+contiguous sub-batches, the reversed batch), `silu(temb).to(bf16)` equal to eager, agreement with
+the CPU reference (exact for the upstream-gradient column sums, to tolerance elsewhere), accuracy
+against FP64 no worse than eager cuBLAS with TF32 off (numbers printed), and input rejection.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import rl_kernel_ops
+from rl_kernel_ops import reference_gemm
+
+pytestmark = pytest.mark.cuda
+
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA GPU", allow_module_level=True)
+
+DEV = torch.device("cuda")
+POOL = 2048
+TMLP_NAMES = ("x", "w1", "b1", "w2", "b2")
+ADALN_NAMES = ("temb", "w", "b")
+
+
+def rn(seed: int, salt: int, shape, dtype, scale: float = 1.0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed * 1000 + salt)
+    return (torch.randn(shape, generator=g) * scale).to(dtype).to(DEV)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_tf32():
+    prev = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = prev
+
+
+@pytest.fixture(scope="module")
+def tmlp():
+    f32 = torch.float32
+    params = [
+        rn(1, 3, (5376, 256), f32, 256**-0.5),
+        rn(1, 4, (5376,), f32, 0.02),
+        rn(1, 5, (2688, 5376), f32, 5376**-0.5),
+        rn(1, 6, (2688,), f32, 0.02),
+    ]
+    return {
+        "fn": rl_kernel_ops.timestep_mlp,
+        "x": rn(3, 2, (POOL, 256), f32),
+        "params": params,
+        "g": rn(3, 20, (POOL, 2688), f32),
+    }
+
+
+@pytest.fixture(scope="module")
+def adaln():
+    params = [rn(1, 8, (96768, 2688), torch.bfloat16, 2688**-0.5), rn(1, 9, (96768,), torch.bfloat16, 0.02)]
+    return {
+        "fn": rl_kernel_ops.adaln_projection,
+        "x": rn(3, 7, (POOL, 2688), torch.float32),
+        "params": params,
+        "g": rn(3, 21, (POOL, 96768), torch.bfloat16),
+    }
+
+
+def run(fn, x, params, g, param_grads: bool):
+    """Output and gradients (row input first, then parameters when asked) with upstream grad g."""
+    x = x.detach().clone().requires_grad_()
+    ps = [p.detach().clone().requires_grad_(param_grads) for p in params]
+    out = fn(x, *ps)
+    out.backward(g)
+    grads = [x.grad] + ([p.grad for p in ps] if param_grads else [])
+    return out.detach(), grads
+
+
+def bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+
+
+def differing_rows(a: torch.Tensor, b: torch.Tensor) -> int:
+    diff = a.view(torch.uint8).reshape(a.shape[0], -1) != b.view(torch.uint8).reshape(b.shape[0], -1)
+    return int(diff.any(dim=1).sum())
+
+
+@pytest.fixture(scope="module")
+def case(request, tmlp, adaln):
+    return {"timestep_mlp": tmlp, "adaln_projection": adaln}[request.param]
+
+
+@pytest.mark.parametrize("case", ["timestep_mlp", "adaln_projection"], indirect=True)
+def test_deterministic_over_repeats(case):
+    fn = case["fn"]
+    first = run(fn, case["x"], case["params"], case["g"], param_grads=True)
+    for _ in range(2):
+        again = run(fn, case["x"], case["params"], case["g"], param_grads=True)
+        assert bits_equal(first[0], again[0])
+        for a, b in zip(first[1], again[1]):
+            assert bits_equal(a, b)
+
+
+@pytest.mark.parametrize("case", ["timestep_mlp", "adaln_projection"], indirect=True)
+def test_batch_invariance(case):
+    fn = case["fn"]
+    x, params, g = case["x"], case["params"], case["g"]
+    alone_out, alone_dx = [], []
+    for i in range(POOL):
+        o, (dx,) = run(fn, x[i : i + 1], params, g[i : i + 1], param_grads=False)
+        alone_out.append(o)
+        alone_dx.append(dx)
+    alone_out, alone_dx = torch.cat(alone_out), torch.cat(alone_dx)
+    batches = {f"first {n}": slice(0, n) for n in (64, 257, POOL)}
+    batches.update(
+        {"rows 300:557": slice(300, 557), "rows 1000:1064": slice(1000, 1064), "rows 2047:2048": slice(2047, 2048)}
+    )
+    report = {}
+    for name, sl in batches.items():
+        o, (dx,) = run(fn, x[sl], params, g[sl], param_grads=False)
+        report[name] = (differing_rows(o, alone_out[sl]), differing_rows(dx, alone_dx[sl]))
+    o, (dx,) = run(fn, x.flip(0), params, g.flip(0), param_grads=False)
+    report["reversed 2048"] = (differing_rows(o.flip(0), alone_out), differing_rows(dx.flip(0), alone_dx))
+    print(f"\nbatch invariance (rows differing: out, row grad): {report}")
+    assert all(v == (0, 0) for v in report.values()), report
+
+
+def test_adaln_silu_cast_bitwise_equal_to_eager(adaln):
+    temb = adaln["x"]
+    w, b = adaln["params"]
+    rl_kernel_ops.adaln_projection(temb[:1], w, b)  # builds and loads the extension
+    _, a = torch.ops.rl_kernel_ops.adaln_proj_forward(temb, w, b)
+    assert bits_equal(a, F.silu(temb).to(torch.bfloat16))
+
+
+def _rel(a: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((a.double() - ref).abs().max() / ref.abs().max())
+
+
+@pytest.mark.parametrize("rows", [16])
+def test_timestep_mlp_matches_cpu_reference(tmlp, rows):
+    x, g = tmlp["x"][:rows], tmlp["g"][:rows]
+    cuda_out, cuda_grads = run(rl_kernel_ops.timestep_mlp, x, tmlp["params"], g, param_grads=True)
+    cpu_out, cpu_grads = run(
+        reference_gemm.timestep_mlp, x.cpu(), [p.cpu() for p in tmlp["params"]], g.cpu(), param_grads=True
+    )
+    assert _rel(cuda_out.cpu(), cpu_out.double()) < 1e-5
+    for name, a, b in zip(TMLP_NAMES, cuda_grads, cpu_grads):
+        assert _rel(a.cpu(), b.double()) < 1e-5, name
+    assert bits_equal(cuda_grads[4].cpu(), cpu_grads[4])  # db2: same column sum of the same dout
+
+
+def test_adaln_projection_matches_cpu_reference(adaln):
+    rows = 3
+    x, g = adaln["x"][:rows], adaln["g"][:rows]
+    cuda_out, cuda_grads = run(rl_kernel_ops.adaln_projection, x, adaln["params"], g, param_grads=True)
+    cpu_out, cpu_grads = run(
+        reference_gemm.adaln_projection, x.cpu(), [p.cpu() for p in adaln["params"]], g.cpu(), param_grads=True
+    )
+    out_diff = (cuda_out.cpu().float() - cpu_out.float()).abs()
+    # BF16 outputs: at most one BF16 rounding step apart, almost all identical.
+    assert float(out_diff.max()) <= 2.0**-7 * float(cpu_out.float().abs().max())
+    assert float((out_diff > 0).float().mean()) < 0.01
+    assert _rel(cuda_grads[0].cpu(), cpu_grads[0].double()) < 1e-2  # d_temb: BF16-rounded d_a inside
+    assert _rel(cuda_grads[1].cpu(), cpu_grads[1].double()) < 1e-2
+    assert bits_equal(cuda_grads[2].cpu(), cpu_grads[2])  # db: same column sum of the same dout
+
+
+def _fp64_tmlp(x, params, g):
+    x64 = x.double().requires_grad_()
+    ps = [p.double().requires_grad_() for p in params]
+    out = F.linear(F.silu(F.linear(x64, ps[0], ps[1])), ps[2], ps[3])
+    out.backward(g.double())
+    return out.detach(), [x64.grad] + [p.grad for p in ps]
+
+
+def _fp64_adaln(temb, params, g):
+    w, b = (p.double() for p in params)
+    a = F.silu(temb).to(torch.bfloat16).double()  # the op's exact BF16 input, then all in FP64
+    g64, t64 = g.double(), temb.double()
+    out = a @ w.t() + b
+    sig = torch.sigmoid(t64)
+    dtemb = (g64 @ w) * sig * (1 + t64 * (1 - sig))
+    return out, [dtemb, g64.t() @ a, g64.sum(0)]
+
+
+def _eager_tmlp(x, w1, b1, w2, b2):
+    return F.linear(F.silu(F.linear(x, w1, b1)), w2, b2)
+
+
+def _eager_adaln(temb, w, b):
+    return F.linear(F.silu(temb).to(torch.bfloat16), w, b)
+
+
+@pytest.mark.parametrize("op", ["timestep_mlp", "adaln_projection"])
+def test_accuracy_vs_fp64_not_worse_than_cublas(op, tmlp, adaln):
+    case, names, eager, fp64 = {
+        "timestep_mlp": (tmlp, TMLP_NAMES, _eager_tmlp, _fp64_tmlp),
+        "adaln_projection": (adaln, ADALN_NAMES, _eager_adaln, _fp64_adaln),
+    }[op]
+    x, params, g = case["x"], case["params"], case["g"]
+    ref_out, ref_grads = fp64(x, params, g)
+    ours = run(case["fn"], x, params, g, param_grads=True)
+    theirs = run(eager, x, params, g, param_grads=True)
+    rows = [("out", _rel(ours[0], ref_out), _rel(theirs[0], ref_out))]
+    rows += [(n, _rel(a, r), _rel(b, r)) for n, a, b, r in zip(names, ours[1], theirs[1], ref_grads)]
+    print(f"\n{op} T={POOL} max|err|/max|ref| vs FP64 (rl_kernel, eager cuBLAS TF32 off):")
+    for name, mine, cublas in rows:
+        print(f"  {name:5s} rl_kernel {mine:.3e}  cublas {cublas:.3e}  ratio {mine / cublas:.3f}")
+    for name, mine, cublas in rows:
+        assert mine <= 1.05 * cublas, (name, mine, cublas)
+
+
+def test_input_rejection(tmlp, adaln):
+    x = tmlp["x"][:4]
+    w1, b1, w2, b2 = tmlp["params"]
+    with pytest.raises(TypeError):
+        rl_kernel_ops.timestep_mlp(x.double(), w1, b1, w2, b2)
+    with pytest.raises(ValueError):
+        rl_kernel_ops.timestep_mlp(x[:, :128], w1, b1, w2, b2)  # shape (and stride) mismatch
+    with pytest.raises(ValueError):
+        rl_kernel_ops.timestep_mlp(x, w1.cpu(), b1, w2, b2)  # device
+    with pytest.raises(ValueError):
+        rl_kernel_ops.timestep_mlp(x.t().contiguous().t(), w1, b1, w2, b2)  # non-contiguous
+    shifted = torch.empty(x.numel() + 1, device=DEV)[1:].view_as(x).copy_(x)
+    with pytest.raises(ValueError):
+        rl_kernel_ops.timestep_mlp(shifted, w1, b1, w2, b2)  # 4-byte offset: misaligned
+    with pytest.raises(ValueError):
+        rl_kernel_ops.timestep_mlp(x[:0], w1, b1, w2, b2)  # no rows
+    with pytest.raises(ValueError):
+        rl_kernel_ops.timestep_mlp(x, w1[:100], b1[:100], w2[:, :100].contiguous(), b2)  # 100 % 128
+    temb = adaln["x"][:2]
+    w, b = adaln["params"]
+    with pytest.raises(TypeError):
+        rl_kernel_ops.adaln_projection(temb, w.float(), b)
+    with pytest.raises(TypeError):
+        rl_kernel_ops.adaln_projection(temb.bfloat16(), w, b)
+    with pytest.raises(ValueError):
+        rl_kernel_ops.adaln_projection(temb, w[:, :2560], b)  # non-contiguous weight
+    with pytest.raises(ValueError):
+        rl_kernel_ops.adaln_projection(temb, w, b[:-1])
+    with pytest.raises(ValueError):
+        rl_kernel_ops.adaln_projection(temb, w[:1000], b[:1000])  # 1000 % 128
+    shifted = torch.empty(temb.numel() + 1, device=DEV)[1:].view_as(temb).copy_(temb)
+    with pytest.raises(ValueError):
+        rl_kernel_ops.adaln_projection(shifted, w, b)
