@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # How the H200 evidence in this folder was produced (run from the repository root on the GPU
 # machine, with the wheelhouse carried in .whl: see README "GPU evidence").
-#   bash docs/evidence/h200/collect.sh OUT_DIR [bitwise|prior-art|all] [extra prior-art args...]
+#   bash docs/evidence/h200/collect.sh OUT_DIR [bitwise|prior-art|all] [ops for prior-art...]
 set -uo pipefail
 out=${1:?output directory}; what=${2:-all}; shift 2 || true
 mkdir -p "$out"
@@ -13,13 +13,16 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 COLUMNS=160
 python3 -m audit list --device cuda > "$out/list.txt" 2>&1
 if [ "$what" = bitwise ] || [ "$what" = all ]; then
   start=$SECONDS
-  python3 -m audit run --op all --device cuda --out "$out" > "$out/run_tables.txt" 2> "$out/run_stderr.txt"
+  python3 -m audit run --op all --device cuda --out "$out" --timeout 400 > "$out/run_tables.txt" 2> "$out/run_stderr.txt"
   echo "audit run --op all --device cuda: exit $?, $((SECONDS - start)) s" >> "$out/run_stderr.txt"
 fi
 if [ "$what" = prior-art ] || [ "$what" = all ]; then
-  start=$SECONDS
-  python3 -m audit prior-art --device cuda --out "$out" "$@" > "$out/prior_art_tables.txt" 2> "$out/prior_art_stderr.txt"
-  echo "audit prior-art $*: exit $?, $((SECONDS - start)) s" >> "$out/prior_art_stderr.txt"
+  for op in "${@:-all}"; do
+    start=$SECONDS
+    python3 -m audit prior-art --op "$op" --device cuda --out "$out" --timeout 400 \
+      >> "$out/prior_art_tables.txt" 2>> "$out/prior_art_stderr.txt"
+    echo "audit prior-art --op $op --device cuda: exit $?, $((SECONDS - start)) s" >> "$out/prior_art_stderr.txt"
+  done
 fi
 python3 -m audit validate "$out"/*.json > "$out/validate.txt" 2>&1
 for f in "$out"/*.json; do python3 -m audit plot "$f" --out "${f%.json}.png" >/dev/null 2>&1; done
