@@ -64,11 +64,15 @@ def mode_problem(mode) -> str | None:
     must import (from the source tree when one is named) and its API must offer the variant."""
     try:
         module = kernels()
-        enable_arguments(module.enable_batch_invariant_mode, mode.variant, "Megatron")
+        kwargs = enable_arguments(module.enable_batch_invariant_mode, mode.variant, _describe())
     except ImportError as exc:
         return str(exc)
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
+    if "backend" not in kwargs:  # this API imports Transformer Engine, unguarded, once enabled
+        te = import_problem("transformer_engine.pytorch")
+        if te:
+            return f"{_describe()}: enable_batch_invariant_mode() imports Transformer Engine, and {te}"
     return None
 
 

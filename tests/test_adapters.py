@@ -147,6 +147,20 @@ def test_megatron_detection_stand_in_failed_enable_is_undone_and_explained(monke
     assert stand_in.enabled is False
 
 
+def test_megatron_detection_stand_in_list_names_missing_transformer_engine(monkeypatch):
+    """`audit list` must not call the 0.19.2-shaped mode available where enabling it would fail
+    importing Transformer Engine."""
+    if installed("transformer_engine"):
+        pytest.skip("transformer_engine is installed here")
+    monkeypatch.setattr(adapters.megatron, "kernels", lambda: _StandInKernels())
+    monkeypatch.setattr(adapters.megatron, "_describe", lambda: "megatron-core 0.19.2")
+    assert get_mode("megatron_triton").problem() == (
+        "megatron-core 0.19.2: enable_batch_invariant_mode() imports Transformer Engine, "
+        "and transformer_engine is not installed"
+    )
+    assert "te_native backend cannot be selected" in get_mode("megatron_te_native").problem()
+
+
 def test_megatron_source_tree_goes_first_on_sys_path(monkeypatch, tmp_path):
     if installed("megatron"):
         pytest.skip("megatron is installed here")
