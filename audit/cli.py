@@ -113,9 +113,6 @@ def run(
         spec = get_op(name)
         cases = list(case) if case else list(spec.cpu_cases if dev.type == "cpu" else spec.cases)
         modes = _modes_for(spec, mode)
-        if not modes:
-            err.print(f"[yellow]{name}: row ops run in plain mode only; skipped[/]")
-            continue
         plans.append(plan(spec, "bitwise", modes, candidate, cases, dev))
     if dev.type == "cpu" and not case:
         err.print("[dim]CPU device: using each op's CPU cases (pass --case to choose).[/]")
@@ -124,13 +121,33 @@ def run(
 
 def _run_plans(plans, timeout: float, assemble, out: Optional[Path], kind: str, quiet: bool) -> None:
     """Run each plan under a progress bar (modes x candidates x units), write its report
-    atomically, then print the tables."""
-    from reports.io import write_report
+    atomically, then print the tables. Ctrl-C stops the mode processes and leaves no partial file."""
     from reports.render import print_report
+
+    for p in [p for p in plans if not p.by_mode]:
+        err.print(f"[yellow]{p.op.name}: none of the selected modes and candidates runs for this op "
+                  f"(row ops run in plain mode only); no report[/]")
+    plans = [p for p in plans if p.by_mode]
+    if not plans:
+        raise typer.BadParameter("nothing to run for the selected op, modes and candidates")
+    written = []
+    try:
+        _progress_run(plans, timeout, assemble, out, kind, written)
+    except KeyboardInterrupt:
+        err.print("[red]interrupted: mode processes stopped, temporary files removed; reports already "
+                  f"written: {', '.join(str(p) for p, _ in written) or 'none'}[/]")
+        raise typer.Exit(130)
+    for path, report in written:
+        if not quiet:
+            print_report(report, console)
+        console.print(f"wrote {path}")
+
+
+def _progress_run(plans, timeout: float, assemble, out: Optional[Path], kind: str, written: list) -> None:
+    from reports.io import write_report
 
     from .runner import run_plan
 
-    written = []
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=err, transient=False,
@@ -145,10 +162,6 @@ def _run_plans(plans, timeout: float, assemble, out: Optional[Path], kind: str, 
             progress.update(task, description=f"{p.op.name}: done")
             path = _output_path(out, p.op.name, len(plans) > 1, kind)
             written.append((path, write_report(path, report)))
-    for path, report in written:
-        if not quiet:
-            print_report(report, console)
-        console.print(f"wrote {path}")
 
 
 @app.command("prior-art")

@@ -17,9 +17,8 @@ _CHUNK = 1 << 26  # elements per step: bounds the float64 temporaries
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
-    if t.dtype == torch.bool:
-        return t.view(torch.uint8)
-    return t.view(_BITS[t.element_size()]) if t.element_size() in _BITS and t.dtype.is_floating_point else t
+    """Floating-point tensors as integers of the same width (their bit patterns); others as they are."""
+    return t.view(_BITS[t.element_size()]) if t.dtype.is_floating_point else t
 
 
 def compare(a: torch.Tensor, b: torch.Tensor) -> dict:

@@ -79,3 +79,35 @@ def test_norm_modulate_on_cpu_end_to_end(tmp_path):
     for name in ("liger", "liger_rlk_gather", "sglang", "transformer_engine"):
         assert "unavailable" in results[name], name
     assert "rl_kernel vs diffusers" in done.stdout
+
+
+def test_ctrl_c_stops_the_mode_processes_and_leaves_no_file(tmp_path):
+    import signal
+    import time
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    out = tmp_path / "out" / "r.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "audit", "run", "--op", "gate_residual", "--device", "cpu", "--case", "3",
+         "--candidate", "hangs", "--out", str(out)],
+        cwd=REPO, env={**os.environ, **FAULTY, "TMPDIR": str(scratch)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not any(scratch.glob("audit-gate_residual-*/references/3/rl_kernel.safetensors")):
+        assert time.monotonic() < deadline and proc.poll() is None, "the run never reached the hanging candidate"
+        time.sleep(0.5)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr
+    assert not out.exists() and not (out.parent.exists() and any(out.parent.iterdir()))
+    assert not list(scratch.glob("audit-*")), "temporary reference tensors were left behind"
+
+
+def test_row_op_with_only_a_library_mode_is_a_usage_error():
+    done = audit("run", "--op", "gate_residual", "--mode", "sglang", "--device", "cpu")
+    assert done.returncode == 2
+    assert "plain mode only" in done.stderr
