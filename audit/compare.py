@@ -16,7 +16,7 @@ _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 _CHUNK = 1 << 26  # elements per step: bounds the float64 temporaries
 
 
-def _bits(t: torch.Tensor) -> torch.Tensor:
+def bit_patterns(t: torch.Tensor) -> torch.Tensor:
     """Floating-point tensors as integers of the same width (their bit patterns); others as they are."""
     return t.view(_BITS[t.element_size()]) if t.dtype.is_floating_point else t
 
@@ -40,7 +40,7 @@ def compare(a: torch.Tensor, b: torch.Tensor) -> dict:
     max_abs = 0.0
     for start in range(0, fa.numel(), _CHUNK):
         ca, cb = fa[start : start + _CHUNK], fb[start : start + _CHUNK]
-        differ += int((_bits(ca) != _bits(cb)).sum())
+        differ += int((bit_patterns(ca) != bit_patterns(cb)).sum())
         if ca.dtype.is_floating_point or ca.dtype.is_complex:
             da, db = ca.double(), cb.double()
             finite = torch.isfinite(da) & torch.isfinite(db)

@@ -21,7 +21,7 @@ from modes import Mode
 
 from .bitwise import reason
 from .candidates import Candidate, get_candidate
-from .compare import _bits
+from .compare import bit_patterns
 from .evaluate import Result, differentiated, evaluate
 from .inputs import draw_grad_out, draw_input
 from .ops import OpSpec
@@ -119,7 +119,7 @@ class Checker:
     def row_differs(self, got: Result, want: Result) -> tuple[torch.Tensor, torch.Tensor]:
         """Per row of ``got``: (output differs, some row gradient differs), as device booleans."""
         def per_row(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-            return (_bits(a) != _bits(b)).reshape(a.shape[0], -1).any(dim=1)
+            return (bit_patterns(a) != bit_patterns(b)).reshape(a.shape[0], -1).any(dim=1)
 
         fwd = per_row(got[0][0], want[0][0])
         grad = torch.zeros_like(fwd)
@@ -153,7 +153,7 @@ class Checker:
             inputs, g = self.problem(n, seed)
             first, again = self.run(inputs, g, params=True), self.run(inputs, g, params=True)
             for name in self.param_grads:
-                if not torch.equal(_bits(first[1][name]), _bits(again[1][name])):
+                if not torch.equal(bit_patterns(first[1][name]), bit_patterns(again[1][name])):
                     return False
         return True
 
