@@ -90,22 +90,29 @@ def positions(m: int) -> list[int]:
 class Checker:
     """Runs one candidate's checks on one device."""
 
-    def __init__(self, c: Candidate, op: OpSpec, mode: Mode, device: torch.device, sizes: Sizes):
+    def __init__(self, c: Candidate, op: OpSpec, mode: Mode, device: torch.device, sizes: Sizes,
+                 problems: dict | None = None):
         self.c, self.op, self.mode, self.device, self.sizes = c, op, mode, device, sizes
+        self.problems = {} if problems is None else problems  # (rows, seed) -> inputs, shared by candidates
         wanted = differentiated(c, op)
         self.row_grads = tuple(n for n in wanted if op.input(n).rows)
         self.param_grads = tuple(n for n in wanted if not op.input(n).rows)
-        self._params: dict[str, torch.Tensor] | None = None
 
     # -- helpers ---------------------------------------------------------------------------
     def problem(self, rows: int, seed: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """The op's inputs for ``rows`` rows and ``seed`` on the device, and the upstream gradient.
-        Parameters do not depend on the seed or the rows, so they are drawn once per candidate."""
-        if self._params is None:
-            self._params = {s.name: draw_input(s, 1, seed).to(self.device) for s in self.op.inputs if not s.rows}
-        inputs = {s.name: self._params[s.name] if not s.rows else draw_input(s, rows, seed).to(self.device)
-                  for s in self.op.inputs}
-        return inputs, draw_grad_out(self.op, rows, seed).to(self.device)
+        Drawing on the CPU dominates for large batches, so each problem is drawn once per process
+        and shared by the candidates (they get leaf copies of what they differentiate)."""
+        key = (rows, seed)
+        if key not in self.problems:
+            params = self.problems.get("params")
+            if params is None:
+                params = {s.name: draw_input(s, 1, seed).to(self.device) for s in self.op.inputs if not s.rows}
+                self.problems["params"] = params
+            inputs = {s.name: params[s.name] if not s.rows else draw_input(s, rows, seed).to(self.device)
+                      for s in self.op.inputs}
+            self.problems[key] = (inputs, draw_grad_out(self.op, rows, seed).to(self.device))
+        return self.problems[key]
 
     def rows(self, inputs: dict[str, torch.Tensor], index: torch.Tensor | slice) -> dict[str, torch.Tensor]:
         """The same problem restricted to some rows: row inputs indexed, parameters shared."""
@@ -313,8 +320,9 @@ def run_prior_art(job: dict, op: OpSpec, mode: Mode, device: torch.device,
     """Events per candidate: ``start``/``done`` per check (``data`` is the result so far), or
     ``failed`` with the reason."""
     sizes = Sizes(**{k: tuple(v) if isinstance(v, list) else v for k, v in job["sizes"].items()})
+    problems: dict = {}
     for name, c in runnable:
-        checker = Checker(c, op, mode, device, sizes)
+        checker = Checker(c, op, mode, device, sizes, problems)
         current = [CHECKS[0]]
         emit("start", candidate=name, unit=current[0])
 
