@@ -76,7 +76,7 @@ def _resolve_device(device: Device):
     return torch.device(device.value)
 
 
-def _output_path(out: Optional[Path], op: str, several: bool, kind: str = "h3_bitwise_reuse") -> Path:
+def _output_path(out: Optional[Path], op: str, several: bool, kind: str) -> Path:
     name = f"{kind}.{op}.json"
     if out is None:
         return Path("audit-reports") / name
@@ -116,7 +116,7 @@ def run(
         plans.append(plan(spec, "bitwise", modes, candidate, cases, dev))
     if dev.type == "cpu" and not case:
         err.print("[dim]CPU device: using each op's CPU cases (pass --case to choose).[/]")
-    _run_plans(plans, timeout, lambda p, outcome: bitwise_report(p, outcome), out, "h3_bitwise_reuse", quiet)
+    _run_plans(plans, timeout, bitwise_report, out, "h3_bitwise_reuse", quiet)
 
 
 def _run_plans(plans, timeout: float, assemble, out: Optional[Path], kind: str, quiet: bool) -> None:
