@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from audit.inputs import packed_index, rn as draw_rn
 from rl_kernel_ops import reference_rows as ref
 
 H = 5376
@@ -22,16 +23,7 @@ BF16 = torch.bfloat16
 
 
 def rn(seed: int, salt: int, shape, scale: float = 1.0, dtype=BF16) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed * 1000 + salt)
-    return (torch.randn(shape, generator=g) * scale).to(dtype)
-
-
-def packed_idx(seed: int, rows: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    tags = torch.randint(0, 3, (rows,), generator=g)
-    ti = torch.randint(0, 3, (rows,), generator=g)
-    tags[: min(rows, 3)] = torch.arange(min(rows, 3))
-    return ti * 3 + tags
+    return draw_rn(seed, salt, shape, dtype, scale)
 
 
 def norm_inputs(rows: int, seed: int = 3, hidden: int = H):
@@ -41,7 +33,7 @@ def norm_inputs(rows: int, seed: int = 3, hidden: int = H):
         w=w,
         shift=rn(1, 12, (R, hidden), 0.1),
         scale=rn(1, 13, (R, hidden), 0.1),
-        idx=packed_idx(seed, rows),
+        idx=packed_index(seed, rows),
     )
 
 
@@ -50,12 +42,12 @@ def gate_inputs(rows: int, seed: int = 3, hidden: int = H):
         res=rn(seed, 15, (rows, hidden)),
         y=rn(seed, 16, (rows, hidden)),
         gate=rn(1, 17, (R, hidden), 0.1),
-        idx=packed_idx(seed, rows),
+        idx=packed_index(seed, rows),
     )
 
 
 def gather_inputs(rows: int, seed: int = 3, hidden: int = H):
-    return dict(table=rn(1, 18, (R, hidden)), idx=packed_idx(seed, rows))
+    return dict(table=rn(1, 18, (R, hidden)), idx=packed_index(seed, rows))
 
 
 OPS = {

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.cuda
 if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 
+from audit.inputs import packed_index, rn as draw_rn  # noqa: E402
 from rl_kernel_ops import _build, cuda_rows, reference_rows  # noqa: E402
 
 H = 5376
@@ -44,20 +45,11 @@ def extension():
 
 
 def rn(seed: int, salt: int, shape, scale: float = 1.0) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed * 1000 + salt)
-    return (torch.randn(shape, generator=g) * scale).to(BF16)
-
-
-def packed_idx(seed: int, rows: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    tags = torch.randint(0, 3, (rows,), generator=g)
-    ti = torch.randint(0, 3, (rows,), generator=g)
-    tags[: min(rows, 3)] = torch.arange(min(rows, 3))
-    return ti * 3 + tags
+    return draw_rn(seed, salt, shape, BF16, scale)
 
 
 def inputs(op: str, rows: int, seed: int = 3, device: str = DEV) -> dict:
-    idx = packed_idx(seed, rows)
+    idx = packed_index(seed, rows)
     if op == "norm_modulate":
         w = (0.5 + torch.rand(H, generator=torch.Generator().manual_seed(1011))).to(BF16)
         t = dict(x=rn(seed, 10, (rows, H), 2.0), w=w, shift=rn(1, 12, (R, H), 0.1), scale=rn(1, 13, (R, H), 0.1), idx=idx)
