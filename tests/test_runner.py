@@ -111,3 +111,44 @@ def test_row_op_with_only_a_library_mode_is_a_usage_error():
     done = audit("run", "--op", "gate_residual", "--mode", "sglang", "--device", "cpu")
     assert done.returncode == 2
     assert "plain mode only" in done.stderr
+
+
+def test_a_gemm_op_runs_every_mode_in_its_own_process_with_the_seeds_environment(tmp_path):
+    out = tmp_path / "r.json"
+    done = audit("run", "--op", "timestep_mlp", "--case", "1", "--device", "cpu", "--out", str(out), "-q")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(out.read_text())
+    seed = json.loads((REPO / "tests" / "fixtures" / "h3_bitwise_reuse.timestep_mlp.json").read_text())
+    assert data["environment"]["mode_environment"] == seed["environment"]["mode_environment"]
+    assert set(data["results"]) == set(seed["results"])
+    plain = data["results"]["diffusers[plain]"]["vs rl_kernel"]["1"]
+    assert set(plain["grads"]) == {"x", "w1", "b1", "w2", "b2"}
+    for mode in ("vllm", "sglang", "sglang_ieee", "megatron_te_native", "megatron_triton", "megatron_triton_ieee"):
+        entry = data["results"][f"diffusers[{mode}]"]
+        if "unavailable" in entry:  # the library is not installed here: the reason says so
+            assert f"mode {mode} cannot be switched on" in entry["unavailable"]
+
+
+def test_a_mode_whose_inputs_differ_from_plain_modes_is_not_compared():
+    from audit.assemble import bitwise_report
+    from audit.candidates import get_candidate
+    from audit.ops import get_op
+    from audit.runner import Outcome, Plan
+
+    import torch
+
+    op = get_op("timestep_mlp")
+    diffusers, rl_kernel = get_candidate(op.name, "diffusers"), get_candidate(op.name, "rl_kernel")
+    p = Plan(op, "bitwise", [1], torch.device("cpu"), {"plain": [diffusers, rl_kernel], "sglang": [diffusers]})
+    same = {"out": [{"equal": True, "differ": 0, "numel": 1, "max_abs": 0.0}], "grads": {}}
+    outcome = Outcome(
+        results={
+            "diffusers[plain]": {"source": "a", "vs rl_kernel": {"1": same}},
+            "rl_kernel": {"source": "b", "vs diffusers[plain]": {"1": same}},
+            "diffusers[sglang]": {"source": "c", "vs rl_kernel": {"1": same}},
+        },
+        fingerprints={"plain": {"1": "aa"}, "sglang": {"1": "bb"}},
+    )
+    results = bitwise_report(p, outcome)["results"]
+    assert results["diffusers[sglang]"] == {"unavailable": "inputs in mode sglang differ from plain mode's"}
+    assert results["rl_kernel"]["vs diffusers[plain]"]["1"] == same
