@@ -19,17 +19,9 @@ import weakref
 
 import torch
 
+from ._checks import require_tensor
+
 MAX_HIDDEN = 16384  # the widest row the norm_modulate row kernels keep in registers
-
-
-def _tensor(name: str, t: object, dtype: torch.dtype, dim: int) -> torch.Tensor:
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.dtype != dtype:
-        raise TypeError(f"{name} must be {dtype}, got {t.dtype}")
-    if t.dim() != dim:
-        raise ValueError(f"{name} must have {dim} dimension(s), got shape {tuple(t.shape)}")
-    return t
 
 
 def _same_device(tensors: dict[str, torch.Tensor]) -> torch.device:
@@ -87,11 +79,11 @@ def _hidden(hidden: int, limit: int | None = None) -> None:
 
 def check_norm_modulate(x, w, shift, scale, idx, eps) -> None:
     bf16 = torch.bfloat16
-    _tensor("x", x, bf16, 2)
-    _tensor("w", w, bf16, 1)
-    _tensor("shift", shift, bf16, 2)
-    _tensor("scale", scale, bf16, 2)
-    _tensor("idx", idx, torch.int64, 1)
+    require_tensor("x", x, bf16, 2)
+    require_tensor("w", w, bf16, 1)
+    require_tensor("shift", shift, bf16, 2)
+    require_tensor("scale", scale, bf16, 2)
+    require_tensor("idx", idx, torch.int64, 1)
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not eps >= 0:
         raise TypeError(f"eps must be a non-negative float, got {eps!r}")
     hidden = x.shape[1]
@@ -107,10 +99,10 @@ def check_norm_modulate(x, w, shift, scale, idx, eps) -> None:
 
 def check_gate_residual(res, y, gate, idx) -> None:
     bf16 = torch.bfloat16
-    _tensor("res", res, bf16, 2)
-    _tensor("y", y, bf16, 2)
-    _tensor("gate", gate, bf16, 2)
-    _tensor("idx", idx, torch.int64, 1)
+    require_tensor("res", res, bf16, 2)
+    require_tensor("y", y, bf16, 2)
+    require_tensor("gate", gate, bf16, 2)
+    require_tensor("idx", idx, torch.int64, 1)
     _hidden(res.shape[1])
     if y.shape != res.shape or gate.shape[1] != res.shape[1]:
         raise ValueError(f"shapes do not match: res {tuple(res.shape)}, y {tuple(y.shape)}, gate {tuple(gate.shape)}")
@@ -119,8 +111,8 @@ def check_gate_residual(res, y, gate, idx) -> None:
 
 
 def check_row_gather(table, idx) -> None:
-    _tensor("table", table, torch.bfloat16, 2)
-    _tensor("idx", idx, torch.int64, 1)
+    require_tensor("table", table, torch.bfloat16, 2)
+    require_tensor("idx", idx, torch.int64, 1)
     _hidden(table.shape[1])
     _same_device({"table": table, "idx": idx})
     _index(idx, idx.shape[0], table.shape[0])

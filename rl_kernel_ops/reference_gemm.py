@@ -38,6 +38,8 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
+from ._checks import require_tensor
+
 # Split-K counts of the canonical order (see the module docstring).
 TMLP_SPLITS_FC1 = 1  # h = x @ w1^T, K = 256
 TMLP_SPLITS_FC2 = 4  # out = a @ w2^T, K = 5376
@@ -54,15 +56,6 @@ _BLOCK_ELEMS = 1 << 23  # weights are converted to FP32 in blocks of about this 
 # Argument checks shared with cuda_gemm.
 
 
-def _require_tensor(name: str, t, dtype: torch.dtype, dim: int) -> None:
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.dtype != dtype:
-        raise TypeError(f"{name} must be {dtype}, got {t.dtype}")
-    if t.dim() != dim:
-        raise ValueError(f"{name} must be {dim}-D, got shape {tuple(t.shape)}")
-
-
 def _require_same_device(**tensors: torch.Tensor) -> None:
     devices = {name: t.device for name, t in tensors.items()}
     if len(set(devices.values())) > 1:
@@ -72,7 +65,7 @@ def _require_same_device(**tensors: torch.Tensor) -> None:
 def check_timestep_mlp_args(x, w1, b1, w2, b2) -> None:
     """x (T, F), w1 (Hd, F), b1 (Hd,), w2 (D, Hd), b2 (D,), all float32, T >= 1."""
     for name, t, dim in (("x", x, 2), ("w1", w1, 2), ("b1", b1, 1), ("w2", w2, 2), ("b2", b2, 1)):
-        _require_tensor(name, t, torch.float32, dim)
+        require_tensor(name, t, torch.float32, dim)
     if x.shape[0] < 1:
         raise ValueError("timestep_mlp needs at least one row")
     hd, f = w1.shape
@@ -91,9 +84,9 @@ def check_timestep_mlp_args(x, w1, b1, w2, b2) -> None:
 
 def check_adaln_projection_args(temb, w, b) -> None:
     """temb (T, D) float32, w (N, D) bfloat16, b (N,) bfloat16, T >= 1."""
-    _require_tensor("temb", temb, torch.float32, 2)
-    _require_tensor("w", w, torch.bfloat16, 2)
-    _require_tensor("b", b, torch.bfloat16, 1)
+    require_tensor("temb", temb, torch.float32, 2)
+    require_tensor("w", w, torch.bfloat16, 2)
+    require_tensor("b", b, torch.bfloat16, 1)
     if temb.shape[0] < 1:
         raise ValueError("adaln_projection needs at least one row")
     if w.shape[1] != temb.shape[1] or b.shape[0] != w.shape[0]:

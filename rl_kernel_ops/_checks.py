@@ -1,0 +1,17 @@
+"""The argument check every op's validation starts with (both backends, all ops)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def require_tensor(name: str, t: object, dtype: torch.dtype, dim: int) -> torch.Tensor:
+    """``t`` itself when it is a tensor of ``dtype`` with ``dim`` dimensions; TypeError for a wrong
+    type or dtype, ValueError for a wrong number of dimensions."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != dtype:
+        raise TypeError(f"{name} must be {dtype}, got {t.dtype}")
+    if t.dim() != dim:
+        raise ValueError(f"{name} must have {dim} dimension(s), got shape {tuple(t.shape)}")
+    return t
