@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from audit.candidates import import_problem
+from audit.candidates import error_text, import_problem
 
 SRC_ENV = "AUDIT_MEGATRON_SRC"
 KERNELS = "megatron.core.transformer.custom_layers.batch_invariant_kernels"
@@ -68,7 +68,7 @@ def mode_problem(mode) -> str | None:
     except ImportError as exc:
         return str(exc)
     except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"
+        return error_text(exc)
     if "backend" not in kwargs:  # this API imports Transformer Engine, unguarded, once enabled
         te = import_problem("transformer_engine.pytorch")
         if te:
@@ -105,7 +105,7 @@ def enable_mode(mode) -> str:
         module.enable_batch_invariant_mode(**kwargs)
     except Exception as exc:
         module.disable_batch_invariant_mode()
-        raise RuntimeError(f"{where}: {call} failed: {type(exc).__name__}: {exc}") from exc
+        raise RuntimeError(f"{where}: {call} failed: {error_text(exc)}") from exc
     return f"{where} {KERNELS}.{call} [{mode.name}]"
 
 

@@ -15,7 +15,7 @@ from typing import Callable
 import torch
 from safetensors.torch import load_file, save_file
 
-from .candidates import Candidate
+from .candidates import Candidate, error_text
 from .compare import compare
 from .evaluate import Result, evaluate
 from .inputs import draw_grad_out, draw_inputs, fingerprint
@@ -75,10 +75,6 @@ class ReferenceStore:
         return failed.read_text() if failed.exists() else None
 
 
-def reason(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}".strip()
-
-
 def run_bitwise(
     job: dict, op: OpSpec, device: torch.device, runnable: list[tuple[str, Candidate]], emit: Callable[..., None]
 ) -> None:
@@ -101,8 +97,8 @@ def run_bitwise(
                 result = evaluate(c, op, inputs, grad_out)
             except Exception as exc:
                 if name in references:
-                    store.record_failure(case, name, reason(exc))
-                emit("failed", candidate=name, unit=case, reason=reason(exc), traceback=traceback.format_exc(limit=4))
+                    store.record_failure(case, name, error_text(exc))
+                emit("failed", candidate=name, unit=case, reason=error_text(exc), traceback=traceback.format_exc(limit=4))
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
                 continue

@@ -99,6 +99,11 @@ def version(distribution: str) -> str | None:
         return None
 
 
+def error_text(exc: BaseException) -> str:
+    """An exception as one line of an unavailable reason: ``Type: message``."""
+    return f"{type(exc).__name__}: {exc}".strip()
+
+
 def import_problem(module: str) -> str | None:
     """Why ``module`` cannot be imported here (None when it imports)."""
     top = module.split(".")[0]
@@ -107,7 +112,7 @@ def import_problem(module: str) -> str | None:
     try:
         importlib.import_module(module)
     except Exception as exc:  # any failure to import makes the candidate unavailable, with the text
-        return f"import {module} failed: {type(exc).__name__}: {exc}".strip()
+        return f"import {module} failed: {error_text(exc)}"
     return None
 
 

@@ -19,8 +19,7 @@ import torch
 
 from modes import Mode
 
-from .bitwise import reason
-from .candidates import Candidate, get_candidate
+from .candidates import Candidate, error_text, get_candidate
 from .compare import bit_patterns
 from .evaluate import Result, differentiated, evaluate
 from .inputs import draw_grad_out, draw_input
@@ -87,6 +86,11 @@ def positions(m: int) -> list[int]:
     return sorted({0, (m - 1) // 2, m - 1})
 
 
+def take_rows(t: torch.Tensor, index: torch.Tensor | slice) -> torch.Tensor:
+    """Rows of ``t``: a contiguous range (a view) or gathered by an index tensor."""
+    return t[index] if isinstance(index, slice) else t.index_select(0, index)
+
+
 class Checker:
     """Runs one candidate's checks on one device."""
 
@@ -116,8 +120,7 @@ class Checker:
 
     def rows(self, inputs: dict[str, torch.Tensor], index: torch.Tensor | slice) -> dict[str, torch.Tensor]:
         """The same problem restricted to some rows: row inputs indexed, parameters shared."""
-        pick = (lambda t: t[index]) if isinstance(index, slice) else (lambda t: t.index_select(0, index))
-        return {k: pick(v) if self.op.input(k).rows else v for k, v in inputs.items()}
+        return {k: take_rows(v, index) if self.op.input(k).rows else v for k, v in inputs.items()}
 
     def run(self, inputs: dict[str, torch.Tensor], grad_out: torch.Tensor, params: bool = False) -> Result:
         only = self.row_grads + (self.param_grads if params else ())
@@ -136,8 +139,7 @@ class Checker:
 
     @staticmethod
     def sliced(result: Result, index: torch.Tensor | slice) -> Result:
-        pick = (lambda t: t[index]) if isinstance(index, slice) else (lambda t: t.index_select(0, index))
-        return [pick(o) for o in result[0]], {k: pick(v) for k, v in result[1].items()}
+        return [take_rows(o, index) for o in result[0]], {k: take_rows(v, index) for k, v in result[1].items()}
 
     # -- the checks --------------------------------------------------------------------------
     def all_rows(self) -> dict:
@@ -335,7 +337,7 @@ def run_prior_art(job: dict, op: OpSpec, mode: Mode, device: torch.device,
         try:
             check_candidate(checker, step)
         except Exception as exc:
-            emit("failed", candidate=name, unit=current[0], reason=f"{current[0]}: {reason(exc)}")
+            emit("failed", candidate=name, unit=current[0], reason=f"{current[0]}: {error_text(exc)}")
         if device.type == "cuda":
             torch.cuda.empty_cache()
 

@@ -19,8 +19,8 @@ import torch
 
 from modes import get_mode
 
-from .bitwise import reason, run_bitwise
-from .candidates import Candidate, get_candidate, unavailable_reason
+from .bitwise import run_bitwise
+from .candidates import Candidate, error_text, get_candidate, unavailable_reason
 from .ops import get_op
 
 
@@ -37,7 +37,7 @@ def main(job_path: str) -> int:
     try:
         description = mode.call("enable")
     except Exception as exc:
-        emit("mode_unavailable", reason=f"mode {mode.name} cannot be switched on: {reason(exc)}")
+        emit("mode_unavailable", reason=f"mode {mode.name} cannot be switched on: {error_text(exc)}")
         return 0
     tf32 = torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32
     emit("mode", description=description, tf32=tf32)
@@ -53,7 +53,7 @@ def main(job_path: str) -> int:
                 runnable.append((report_name, c))
                 continue
             except Exception as exc:
-                problem = f"source: {reason(exc)}"
+                problem = f"source: {error_text(exc)}"
         emit("unavailable", candidate=report_name, reason=problem)
 
     if job["task"] == "bitwise":
