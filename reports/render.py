@@ -79,6 +79,8 @@ def _invariance_cell(c: PriorArtCandidate) -> Cell:
     rows = sum(r.fwd_differ + r.rowgrad_differ for r in bi.all_rows.values())
     sub = bi.full_vs_sub_batches.fwd_differ + bi.full_vs_sub_batches.rowgrad_differ
     detail = f"rows {rows}, sub-batches {sub}, sweep {bi.batch_size_sweep.differ}/{bi.batch_size_sweep.comparisons}"
+    if not bi.params_repeatable:
+        detail += "; parameter gradients not repeatable"
     return Cell(f"{'yes' if bi.batch_invariant else 'no'} ({detail})", "ok" if bi.batch_invariant else "bad")
 
 

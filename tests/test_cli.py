@@ -103,3 +103,17 @@ def test_run_one_small_case_writes_a_valid_report(tmp_path):
 def test_show_keeps_bracketed_candidate_names():
     r = invoke("show", str(SEEDS[3]))  # timestep_mlp
     assert "diffusers[vllm] vs diffusers[plain]" in r.output
+
+
+def test_show_says_when_only_parameter_gradients_break_invariance(tmp_path):
+    seed = next(p for p in SEEDS if p.name.startswith("h3_prior_art"))
+    data = json.loads(seed.read_text())
+    bi = data["results"]["plain"]["rl_kernel"]["batch_invariance"]
+    bi["params_repeatable"], bi["batch_invariant"] = False, False
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data))
+    r = invoke("show", "--format", "markdown", str(path))
+    assert r.exit_code == 0, r.output
+    lines = {line.split("|")[1].strip(): line for line in r.output.splitlines() if line.startswith("| ")}
+    assert "no (rows 0, sub-batches 0, sweep 0/2256; parameter gradients not repeatable)" in lines["rl_kernel"]
+    assert "not repeatable" not in lines["diffusers[plain]"]
