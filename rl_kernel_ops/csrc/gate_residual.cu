@@ -121,19 +121,13 @@ std::tuple<at::Tensor, at::Tensor> gate_residual_bwd(const at::Tensor& grad, con
                                                      int64_t tiles, int64_t tile_rows) {
   check_pair(grad, gate);
   check_pair(y, gate);
-  check_rows_tensor(perm, "perm", 1, at::kLong, false);
-  check_rows_tensor(seg_start, "seg_start", 1, at::kInt, false);
-  check_rows_tensor(tile_start, "tile_start", 1, at::kInt, false);
-  TORCH_CHECK(grad.sizes() == y.sizes() && perm.size(0) == y.size(0) && seg_start.size(0) == gate.size(0) + 1 &&
-                  tile_start.size(0) == gate.size(0) + 1,
-              "gate_residual backward: shape mismatch");
-  TORCH_CHECK(tiles >= 1 && tiles < (int64_t{1} << 31) && tile_rows >= 1 && tile_rows <= kMaxTileRows,
-              "gate_residual backward: bad tiles");
-  const c10::cuda::CUDAGuard guard(y.device());
+  TORCH_CHECK(grad.sizes() == y.sizes(), "gate_residual backward: shape mismatch");
   const int64_t cols = y.size(1);
+  const dim3 grid = tile_plan_grid(perm, seg_start, tile_start, y.size(0), gate.size(0), tiles, tile_rows, cols,
+                                   "gate_residual backward");
+  const c10::cuda::CUDAGuard guard(y.device());
   at::Tensor dy = at::empty_like(y);
   at::Tensor partials = at::empty({1, tiles, cols}, y.options().dtype(at::kFloat));
-  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((cols / 8 + kColThreads - 1) / kColThreads));
   gate_residual_bwd_kernel<<<grid, kColThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
       reinterpret_cast<const uint16_t*>(grad.data_ptr()), reinterpret_cast<const uint16_t*>(y.data_ptr()),
       reinterpret_cast<const uint16_t*>(gate.data_ptr()), perm.data_ptr<int64_t>(), seg_start.data_ptr<int>(),

@@ -62,6 +62,33 @@ __device__ __forceinline__ int off_rowmajor(int k, int c) {
   return k * W + ((c ^ (k & 7)) << 3);
 }
 
+// One stage's copy of an operand tile of ROWS rows (M or N) by MMA_BK k, stored k-contiguous in
+// global memory (element (r, k) at src[r * ld + k]); NT threads issue 16-byte cp.async copies, and
+// rows at or past `rows` or k at or past `kend` read as zero.
+template <int ROWS, int NT>
+__device__ __forceinline__ void load_tile_kmajor(bf16* dst, const bf16* src, int ld, int r0, int rows, int k0,
+                                                 int kend) {
+  for (int id = threadIdx.x; id < ROWS * (MMA_BK / 8); id += NT) {
+    const int row = id / (MMA_BK / 8), c = id % (MMA_BK / 8);
+    const int gr = r0 + row, gk = k0 + c * 8;
+    const bool v = gr < rows && gk < kend;
+    cp_async16(smem_u32(dst + off_kmajor(row, c)), v ? src + static_cast<long long>(gr) * ld + gk : src, v);
+  }
+}
+
+// The same tile stored row-contiguous in global memory (element (r, k) at src[k * ld + r]).
+template <int ROWS, int NT>
+__device__ __forceinline__ void load_tile_rowmajor(bf16* dst, const bf16* src, int ld, int r0, int rows, int k0,
+                                                   int kend) {
+  constexpr int CPR = ROWS / 8;  // 16-byte chunks per k-row
+  for (int id = threadIdx.x; id < MMA_BK * CPR; id += NT) {
+    const int k = id / CPR, c = id % CPR;
+    const int gk = k0 + k, gr = r0 + c * 8;
+    const bool v = gk < kend && gr < rows;
+    cp_async16(smem_u32(dst + off_rowmajor<ROWS>(k, c)), v ? src + static_cast<long long>(gk) * ld + gr : src, v);
+  }
+}
+
 template <int BM, int BN, int WM, int WN, int STAGES, bool A_MK, bool B_NK, int EPI>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
     mma_gemm_kernel(const bf16* __restrict__ A, const bf16* __restrict__ B, void* __restrict__ C,
@@ -91,42 +118,10 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
   auto load_stage = [&](int stage, int k0) {
     bf16* a_dst = sA + stage * A_ELEMS;
     bf16* b_dst = sB + stage * B_ELEMS;
-    if (A_MK) {
-      for (int id = tid; id < BM * (BK / 8); id += NT) {
-        const int row = id / (BK / 8), c = id % (BK / 8);
-        const int gm = m0 + row, gk = k0 + c * 8;
-        const bool v = gm < M && gk < kend;
-        const bf16* src = v ? A + static_cast<long long>(gm) * lda + gk : A;
-        cp_async16(smem_u32(a_dst + off_kmajor(row, c)), src, v);
-      }
-    } else {
-      constexpr int CPR = BM / 8;
-      for (int id = tid; id < BK * CPR; id += NT) {
-        const int k = id / CPR, c = id % CPR;
-        const int gk = k0 + k, gm = m0 + c * 8;
-        const bool v = gk < kend && gm < M;
-        const bf16* src = v ? A + static_cast<long long>(gk) * lda + gm : A;
-        cp_async16(smem_u32(a_dst + off_rowmajor<BM>(k, c)), src, v);
-      }
-    }
-    if (B_NK) {
-      for (int id = tid; id < BN * (BK / 8); id += NT) {
-        const int row = id / (BK / 8), c = id % (BK / 8);
-        const int gn = n0 + row, gk = k0 + c * 8;
-        const bool v = gk < kend;
-        const bf16* src = v ? B + static_cast<long long>(gn) * ldb + gk : B;
-        cp_async16(smem_u32(b_dst + off_kmajor(row, c)), src, v);
-      }
-    } else {
-      constexpr int CPR = BN / 8;
-      for (int id = tid; id < BK * CPR; id += NT) {
-        const int k = id / CPR, c = id % CPR;
-        const int gk = k0 + k, gn = n0 + c * 8;
-        const bool v = gk < kend;
-        const bf16* src = v ? B + static_cast<long long>(gk) * ldb + gn : B;
-        cp_async16(smem_u32(b_dst + off_rowmajor<BN>(k, c)), src, v);
-      }
-    }
+    if constexpr (A_MK) load_tile_kmajor<BM, NT>(a_dst, A, lda, m0, M, k0, kend);
+    else load_tile_rowmajor<BM, NT>(a_dst, A, lda, m0, M, k0, kend);
+    if constexpr (B_NK) load_tile_kmajor<BN, NT>(b_dst, B, ldb, n0, N, k0, kend);
+    else load_tile_rowmajor<BN, NT>(b_dst, B, ldb, n0, N, k0, kend);
   };
 
   float acc[MI][NI][4];

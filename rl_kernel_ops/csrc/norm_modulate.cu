@@ -80,6 +80,17 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
+// a = w * (g * bf16(1 + scale)) for the 8 columns of one 16-byte vector, each product rounded to
+// FP32 as eager's separate ops do; `w8` and `scale8` point at that vector of w and the scale row.
+__device__ __forceinline__ void modulated_grad8(uint4 g, const uint4* w8, const uint4* scale8, float a[8]) {
+  float gf[8], wf[8], scf[8];
+  unpack8(g, gf);
+  unpack8(__ldg(w8), wf);
+  unpack8(__ldg(scale8), scf);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) a[e] = __fmul_rn(wf[e], __fmul_rn(gf[e], round_bf16(__fadd_rn(1.f, scf[e]))));
+}
+
 // NV = most 8-element (16-byte) vectors one thread keeps in registers (H <= NV * 128 * 8). The
 // dx sum uses the same tree as the statistic but over 8-element vectors (thread t takes vectors
 // t, t + 128, ...); reference_rows.replay_row_sum(..., vec=8) replays it.
@@ -113,16 +124,11 @@ __global__ void __launch_bounds__(kRowThreads)
   for (int k = 0; k < NV; ++k) {
     const int i = threadIdx.x + k * kRowThreads;
     if (i < nvec) {
-      float gf[8], xf[8], wf[8], scf[8];
-      unpack8(gv[k], gf);
+      float a[8], xf[8];
+      modulated_grad8(gv[k], wv + i, sc + i, a);
       unpack8(xv[k], xf);
-      unpack8(__ldg(wv + i), wf);
-      unpack8(__ldg(sc + i), scf);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        const float a = __fmul_rn(wf[e], __fmul_rn(gf[e], round_bf16(__fadd_rn(1.f, scf[e]))));
-        acc = __fadd_rn(acc, __fmul_rn(a, xf[e]));
-      }
+      for (int e = 0; e < 8; ++e) acc = __fadd_rn(acc, __fmul_rn(a[e], xf[e]));
     }
   }
   const float s = block_sum_torch_order(acc, red);
@@ -132,16 +138,11 @@ __global__ void __launch_bounds__(kRowThreads)
   for (int k = 0; k < NV; ++k) {
     const int i = threadIdx.x + k * kRowThreads;
     if (i < nvec) {
-      float gf[8], xf[8], wf[8], scf[8], d[8];
-      unpack8(gv[k], gf);
+      float a[8], xf[8], d[8];
+      modulated_grad8(gv[k], wv + i, sc + i, a);
       unpack8(xv[k], xf);
-      unpack8(__ldg(wv + i), wf);
-      unpack8(__ldg(sc + i), scf);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        const float a = __fmul_rn(wf[e], __fmul_rn(gf[e], round_bf16(__fadd_rn(1.f, scf[e]))));
-        d[e] = __fsub_rn(__fmul_rn(r, a), __fmul_rn(xf[e], c));
-      }
+      for (int e = 0; e < 8; ++e) d[e] = __fsub_rn(__fmul_rn(r, a[e]), __fmul_rn(xf[e], c));
       o[i] = pack8(d);
     }
   }
@@ -304,18 +305,12 @@ at::Tensor norm_modulate_bwd_partials(const at::Tensor& grad, const at::Tensor& 
   check_common(x, w, scale);
   check_rows_tensor(grad, "grad", 2, at::kBFloat16);
   check_rows_tensor(rstd, "rstd", 1, at::kFloat, false);
-  check_rows_tensor(perm, "perm", 1, at::kLong, false);
-  check_rows_tensor(seg_start, "seg_start", 1, at::kInt, false);
-  check_rows_tensor(tile_start, "tile_start", 1, at::kInt, false);
-  TORCH_CHECK(grad.sizes() == x.sizes() && rstd.size(0) == x.size(0) && perm.size(0) == x.size(0) &&
-                  seg_start.size(0) == scale.size(0) + 1 && tile_start.size(0) == scale.size(0) + 1,
-              "norm_modulate backward: shape mismatch");
-  TORCH_CHECK(tiles >= 1 && tiles < (int64_t{1} << 31) && tile_rows >= 1 && tile_rows <= kMaxTileRows,
-              "norm_modulate backward: bad tiles");
-  const c10::cuda::CUDAGuard guard(x.device());
+  TORCH_CHECK(grad.sizes() == x.sizes() && rstd.size(0) == x.size(0), "norm_modulate backward: shape mismatch");
   const int64_t cols = x.size(1);
+  const dim3 grid = tile_plan_grid(perm, seg_start, tile_start, x.size(0), scale.size(0), tiles, tile_rows, cols,
+                                   "norm_modulate backward");
+  const c10::cuda::CUDAGuard guard(x.device());
   at::Tensor partials = at::empty({3, tiles, cols}, x.options().dtype(at::kFloat));
-  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((cols / 8 + kColThreads - 1) / kColThreads));
   norm_modulate_bwd_partials_kernel<<<grid, kColThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
       reinterpret_cast<const uint16_t*>(grad.data_ptr()), reinterpret_cast<const uint16_t*>(x.data_ptr()),
       rstd.data_ptr<float>(), reinterpret_cast<const uint16_t*>(w.data_ptr()),

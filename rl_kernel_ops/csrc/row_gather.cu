@@ -100,18 +100,12 @@ at::Tensor row_gather_fwd(const at::Tensor& table, const at::Tensor& idx) {
 at::Tensor row_gather_bwd_partials(const at::Tensor& grad, const at::Tensor& perm, const at::Tensor& seg_start,
                                    const at::Tensor& tile_start, int64_t tiles, int64_t tile_rows) {
   check_rows_tensor(grad, "grad", 2, at::kBFloat16);
-  check_rows_tensor(perm, "perm", 1, at::kLong, false);
-  check_rows_tensor(seg_start, "seg_start", 1, at::kInt, false);
-  check_rows_tensor(tile_start, "tile_start", 1, at::kInt, false);
-  TORCH_CHECK(grad.size(1) % 8 == 0 && perm.size(0) == grad.size(0) && seg_start.size(0) == tile_start.size(0) &&
-                  seg_start.size(0) >= 2,
-              "adaln_row_gather backward: shape mismatch");
-  TORCH_CHECK(tiles >= 1 && tiles < (int64_t{1} << 31) && tile_rows >= 1 && tile_rows <= kMaxTileRows,
-              "adaln_row_gather backward: bad tiles");
-  const c10::cuda::CUDAGuard guard(grad.device());
+  TORCH_CHECK(grad.size(1) % 8 == 0, "adaln_row_gather backward: the hidden size must be a multiple of 8");
   const int64_t cols = grad.size(1);
+  const dim3 grid = tile_plan_grid(perm, seg_start, tile_start, grad.size(0), seg_start.size(0) - 1, tiles,
+                                   tile_rows, cols, "adaln_row_gather backward");
+  const c10::cuda::CUDAGuard guard(grad.device());
   at::Tensor partials = at::empty({1, tiles, cols}, grad.options().dtype(at::kFloat));
-  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((cols / 8 + kColThreads - 1) / kColThreads));
   row_gather_bwd_kernel<<<grid, kColThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
       reinterpret_cast<const uint16_t*>(grad.data_ptr()), perm.data_ptr<int64_t>(), seg_start.data_ptr<int>(),
       tile_start.data_ptr<int>(), static_cast<int>(seg_start.size(0) - 1), static_cast<int>(tile_rows), cols,

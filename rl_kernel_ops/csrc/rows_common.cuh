@@ -117,6 +117,23 @@ inline void check_rows_tensor(const at::Tensor& t, const char* name, int64_t dim
 // Most positions in one tile (the Python side uses TILE_ROWS = 64).
 constexpr int kMaxTileRows = 64;
 
+// Host-side check of a tile plan (cuda_rows._plan: perm, seg_start, tile_start) over `rows`
+// positions and `segments` table rows, and the grid of the tile kernels that read it: one block
+// per tile slot (`tiles`, an upper bound) and per kColThreads 8-column vectors of `cols`.
+inline dim3 tile_plan_grid(const at::Tensor& perm, const at::Tensor& seg_start, const at::Tensor& tile_start,
+                           int64_t rows, int64_t segments, int64_t tiles, int64_t tile_rows, int64_t cols,
+                           const char* what) {
+  check_rows_tensor(perm, "perm", 1, at::kLong, false);
+  check_rows_tensor(seg_start, "seg_start", 1, at::kInt, false);
+  check_rows_tensor(tile_start, "tile_start", 1, at::kInt, false);
+  TORCH_CHECK(segments >= 1 && perm.size(0) == rows && seg_start.size(0) == segments + 1 &&
+                  tile_start.size(0) == segments + 1,
+              what, ": tile plan shape mismatch");
+  TORCH_CHECK(tiles >= 1 && tiles < (int64_t{1} << 31) && tile_rows >= 1 && tile_rows <= kMaxTileRows,
+              what, ": bad tiles");
+  return dim3(static_cast<unsigned>(tiles), static_cast<unsigned>((cols / 8 + kColThreads - 1) / kColThreads));
+}
+
 // Copies a tile's original row numbers into shared memory, so the column loop of a tile kernel
 // issues only independent loads. Every thread of the block must call it (it synchronizes).
 __device__ __forceinline__ void stage_tile_rows(const TileRange& tr, const int64_t* __restrict__ perm,
