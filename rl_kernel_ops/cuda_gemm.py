@@ -24,6 +24,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from . import _build
+from ._checks import kernel_layout
 from .reference_gemm import (
     ADALN_SPLITS_DGRAD,
     ROW_CHUNK,
@@ -57,12 +58,6 @@ def _check_cuda_layout(dims: dict[str, int], **tensors: torch.Tensor) -> None:
             raise ValueError(f"{name}={size} must be a multiple of {TILE} for the CUDA kernels")
 
 
-def _aligned(t: torch.Tensor) -> torch.Tensor:
-    """An upstream gradient as the kernels need it: contiguous and 16-byte aligned."""
-    t = t.contiguous()
-    return t if t.data_ptr() % 16 == 0 else t.clone()
-
-
 class TimestepMLP(torch.autograd.Function):
     """linear(silu(linear(x, w1, b1)), w2, b2) on the FP32 SIMT kernels; grads for all inputs."""
 
@@ -78,7 +73,7 @@ class TimestepMLP(torch.autograd.Function):
         x, w1, w2, h, a = ctx.saved_tensors
         needs = ctx.needs_input_grad
         splits = (TMLP_SPLITS_FC2_DGRAD, TMLP_SPLITS_FC1_DGRAD, ROW_CHUNK, TMLP_WGRAD_ROWS)
-        grads = _ops().gemm_tmlp_backward(_aligned(dout.float()), x, w1, w2, h, a, *splits, *needs)
+        grads = _ops().gemm_tmlp_backward(kernel_layout(dout.float()), x, w1, w2, h, a, *splits, *needs)
         return tuple(g if need else None for g, need in zip(grads, needs))
 
 
@@ -97,7 +92,7 @@ class AdalnProjection(torch.autograd.Function):
         temb, a, w = ctx.saved_tensors
         needs = ctx.needs_input_grad
         grads = _ops().adaln_proj_backward(
-            _aligned(dout.to(torch.bfloat16)), temb, a, w, ADALN_SPLITS_DGRAD, ROW_CHUNK, *needs
+            kernel_layout(dout.to(torch.bfloat16)), temb, a, w, ADALN_SPLITS_DGRAD, ROW_CHUNK, *needs
         )
         return tuple(g if need else None for g, need in zip(grads, needs))
 

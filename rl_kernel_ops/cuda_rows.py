@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 
 from ._build import load_extension
+from ._checks import kernel_layout
 from ._row_checks import check_gate_residual, check_norm_modulate, check_row_gather
 from .reference_rows import TILE_ROWS
 
@@ -31,12 +32,6 @@ BF16 = torch.bfloat16
 def _ops():
     load_extension()
     return torch.ops.rl_kernel_ops
-
-
-def _kernel_grad(grad: torch.Tensor) -> torch.Tensor:
-    """The upstream gradient as the kernels read it: contiguous and 16-byte aligned."""
-    grad = grad.contiguous()
-    return grad if grad.data_ptr() % 16 == 0 else grad.clone()
 
 
 def _plan(ops, idx: torch.Tensor, table_rows: int):
@@ -59,7 +54,7 @@ class _NormModulate(torch.autograd.Function):
         x, w, scale, idx, rstd = ctx.saved_tensors
         need_x, need_w, need_shift, need_scale = ctx.needs_input_grad[:4]
         ops = _ops()
-        grad = _kernel_grad(grad)
+        grad = kernel_layout(grad)
         dx = dw = dshift = dscale = None
         if need_x:
             dx = ops.norm_modulate_bwd_dx(grad, x, rstd, w, scale, idx)
@@ -98,7 +93,7 @@ class _GateResidual(torch.autograd.Function):
                 ops = _ops()
                 perm, seg_start, tile_start, tiles = _plan(ops, idx, gate.shape[0])
                 dy, partials = ops.gate_residual_bwd(
-                    _kernel_grad(grad), y, gate, perm, seg_start, tile_start, tiles, TILE_ROWS
+                    kernel_layout(grad), y, gate, perm, seg_start, tile_start, tiles, TILE_ROWS
                 )
                 dgate = ops.row_segment_fold(partials, tile_start)[0].to(BF16)
         return (grad if need_res else None), (dy if need_y else None), (dgate if need_gate else None), None
@@ -119,7 +114,7 @@ class _RowGather(torch.autograd.Function):
             return grad.new_zeros(ctx.table_shape), None
         ops = _ops()
         perm, seg_start, tile_start, tiles = _plan(ops, idx, ctx.table_shape[0])
-        partials = ops.row_gather_bwd_partials(_kernel_grad(grad), perm, seg_start, tile_start, tiles, TILE_ROWS)
+        partials = ops.row_gather_bwd_partials(kernel_layout(grad), perm, seg_start, tile_start, tiles, TILE_ROWS)
         return ops.row_segment_fold(partials, tile_start)[0].to(BF16), None
 
 

@@ -10,6 +10,7 @@ import rl_kernel_ops
 from audit.inputs import draw_grad_out, draw_inputs
 from audit.ops import get_op
 from rl_kernel_ops import cuda_rows
+from rl_kernel_ops._checks import kernel_layout
 from rl_kernel_ops._row_checks import check_norm_modulate
 
 dev = torch.device("cuda")
@@ -62,13 +63,13 @@ partials = ops.norm_modulate_bwd_partials(g, x, rstd, w, sc, perm, seg_start, ti
 seg = ops.row_segment_fold(partials, tile_start)
 leaf = torch.zeros(8, device=dev, requires_grad=True)
 pieces = {
-    "_kernel_grad(g)": lambda: cuda_rows._kernel_grad(g),
+    "kernel_layout(g)": lambda: kernel_layout(g),
     "norm_modulate_bwd_dx": lambda: ops.norm_modulate_bwd_dx(g, x, rstd, w, sc, idx),
     "norm_modulate_bwd_partials": lambda: ops.norm_modulate_bwd_partials(g, x, rstd, w, sc, perm, seg_start, tile_start, tiles, cuda_rows.TILE_ROWS),
     "row_segment_fold (3, R, H)": lambda: ops.row_segment_fold(partials, tile_start),
     "row_segment_fold (w) + casts": lambda: (seg[0].to(torch.bfloat16), seg[1].to(torch.bfloat16), ops.row_segment_fold(seg[2:3].contiguous(), None)[0, 0].to(torch.bfloat16)),
     "autograd.grad of leaf * 2": lambda: torch.autograd.grad(leaf * 2, [leaf], grad_outputs=torch.ones(8, device=dev)),
-    "whole backward by hand": lambda: (cuda_rows._kernel_grad(g), ops.norm_modulate_bwd_dx(g, x, rstd, w, sc, idx),
+    "whole backward by hand": lambda: (kernel_layout(g), ops.norm_modulate_bwd_dx(g, x, rstd, w, sc, idx),
                                        cuda_rows._plan(ops, idx, 9), ops.norm_modulate_bwd_partials(g, x, rstd, w, sc, perm, seg_start, tile_start, tiles, cuda_rows.TILE_ROWS),
                                        ops.row_segment_fold(partials, tile_start), seg[0].to(torch.bfloat16), seg[1].to(torch.bfloat16),
                                        ops.row_segment_fold(seg[2:3].contiguous(), None)[0, 0].to(torch.bfloat16)),
