@@ -11,6 +11,66 @@
 
 namespace rlk {
 
+// This thread's share of one operand tile of ROWS rows (M or N) by BK k, read from global memory
+// into L float4 registers (NT threads): element (r, k) is src[r * ld + k] when K_CONTIG, else
+// src[k * ld + r]. Rows at or past `rows` and k at or past `kend` read as zero.
+template <int ROWS, int BK, int NT, int L, bool K_CONTIG>
+__device__ __forceinline__ void simt_load_tile(float4 (&reg)[L], const float* __restrict__ src, int ld, int r0,
+                                               int rows, int k0, int kend) {
+  constexpr int F4 = ROWS * BK / 4;
+#pragma unroll
+  for (int i = 0; i < L; ++i) {
+    const int f = threadIdx.x + i * NT;
+    reg[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (F4 % NT == 0 || f < F4) {
+      if constexpr (K_CONTIG) {
+        const int gr = r0 + f / (BK / 4), gk = k0 + (f % (BK / 4)) * 4;
+        if (gr < rows && gk < kend)
+          reg[i] = __ldg(reinterpret_cast<const float4*>(src + static_cast<long long>(gr) * ld + gk));
+      } else {
+        const int gk = k0 + f / (ROWS / 4), gr = r0 + (f % (ROWS / 4)) * 4;
+        if (gk < kend && gr < rows)
+          reg[i] = __ldg(reinterpret_cast<const float4*>(src + static_cast<long long>(gk) * ld + gr));
+      }
+    }
+  }
+}
+
+// Those registers into the shared tile s[k][r] (rows padded to W).
+template <int ROWS, int BK, int NT, int L, int W, bool K_CONTIG>
+__device__ __forceinline__ void simt_store_tile(float (&s)[BK][W], const float4 (&reg)[L]) {
+  constexpr int F4 = ROWS * BK / 4;
+#pragma unroll
+  for (int i = 0; i < L; ++i) {
+    const int f = threadIdx.x + i * NT;
+    if (F4 % NT == 0 || f < F4) {
+      if constexpr (K_CONTIG) {
+        const int r = f / (BK / 4), k = (f % (BK / 4)) * 4;
+        s[k + 0][r] = reg[i].x;
+        s[k + 1][r] = reg[i].y;
+        s[k + 2][r] = reg[i].z;
+        s[k + 3][r] = reg[i].w;
+      } else {
+        *reinterpret_cast<float4*>(&s[f / (ROWS / 4)][(f % (ROWS / 4)) * 4]) = reg[i];
+      }
+    }
+  }
+}
+
+// The R 4-wide pieces this thread owns in one k-row of a shared tile: piece p starts at row
+// p * (ROWS / R) + lane * 4.
+template <int R, int ROWS, int W>
+__device__ __forceinline__ void simt_fragment(float (&out)[4 * R], const float (&row)[W], int lane) {
+#pragma unroll
+  for (int p = 0; p < R; ++p) {
+    const float4 v = *reinterpret_cast<const float4*>(&row[p * (ROWS / R) + lane * 4]);
+    out[p * 4 + 0] = v.x;
+    out[p * 4 + 1] = v.y;
+    out[p * 4 + 2] = v.z;
+    out[p * 4 + 3] = v.w;
+  }
+}
+
 template <int BM, int BN, int BK, int TM, int TN, bool A_MK, bool B_NK>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN), (BM / TM) * (BN / TN) >= 256 ? 2 : 1)
     simt_gemm_kernel(const float* __restrict__ A, const float* __restrict__ B,
@@ -35,74 +95,13 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), (BM / TM) * (BN / TN) >
   const int nk = kend > kbeg ? (kend - kbeg + BK - 1) / BK : 0;
 
   float4 ra[LA], rb[LB];
-  const float4 zero4 = make_float4(0.f, 0.f, 0.f, 0.f);
-
   auto load = [&](int k0) {
-#pragma unroll
-    for (int i = 0; i < LA; ++i) {
-      const int f = tid + i * NT;
-      ra[i] = zero4;
-      if (A_F4 % NT == 0 || f < A_F4) {
-        if (A_MK) {
-          const int m = f / (BK / 4), gk = k0 + (f % (BK / 4)) * 4, gm = m0 + m;
-          if (gm < M && gk < kend)
-            ra[i] = __ldg(reinterpret_cast<const float4*>(A + static_cast<long long>(gm) * lda + gk));
-        } else {
-          const int gk = k0 + f / (BM / 4), gm = m0 + (f % (BM / 4)) * 4;
-          if (gk < kend && gm < M)
-            ra[i] = __ldg(reinterpret_cast<const float4*>(A + static_cast<long long>(gk) * lda + gm));
-        }
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < LB; ++i) {
-      const int f = tid + i * NT;
-      rb[i] = zero4;
-      if (B_F4 % NT == 0 || f < B_F4) {
-        if (B_NK) {
-          const int n = f / (BK / 4), gk = k0 + (f % (BK / 4)) * 4, gn = n0 + n;
-          if (gk < kend)
-            rb[i] = __ldg(reinterpret_cast<const float4*>(B + static_cast<long long>(gn) * ldb + gk));
-        } else {
-          const int gk = k0 + f / (BN / 4), gn = n0 + (f % (BN / 4)) * 4;
-          if (gk < kend)
-            rb[i] = __ldg(reinterpret_cast<const float4*>(B + static_cast<long long>(gk) * ldb + gn));
-        }
-      }
-    }
+    simt_load_tile<BM, BK, NT, LA, A_MK>(ra, A, lda, m0, M, k0, kend);
+    simt_load_tile<BN, BK, NT, LB, B_NK>(rb, B, ldb, n0, N, k0, kend);
   };
-
   auto store = [&](int buf) {
-#pragma unroll
-    for (int i = 0; i < LA; ++i) {
-      const int f = tid + i * NT;
-      if (A_F4 % NT == 0 || f < A_F4) {
-        if (A_MK) {
-          const int m = f / (BK / 4), k = (f % (BK / 4)) * 4;
-          As[buf][k + 0][m] = ra[i].x;
-          As[buf][k + 1][m] = ra[i].y;
-          As[buf][k + 2][m] = ra[i].z;
-          As[buf][k + 3][m] = ra[i].w;
-        } else {
-          *reinterpret_cast<float4*>(&As[buf][f / (BM / 4)][(f % (BM / 4)) * 4]) = ra[i];
-        }
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < LB; ++i) {
-      const int f = tid + i * NT;
-      if (B_F4 % NT == 0 || f < B_F4) {
-        if (B_NK) {
-          const int n = f / (BK / 4), k = (f % (BK / 4)) * 4;
-          Bs[buf][k + 0][n] = rb[i].x;
-          Bs[buf][k + 1][n] = rb[i].y;
-          Bs[buf][k + 2][n] = rb[i].z;
-          Bs[buf][k + 3][n] = rb[i].w;
-        } else {
-          *reinterpret_cast<float4*>(&Bs[buf][f / (BN / 4)][(f % (BN / 4)) * 4]) = rb[i];
-        }
-      }
-    }
+    simt_store_tile<BM, BK, NT, LA, AS, A_MK>(As[buf], ra);
+    simt_store_tile<BN, BK, NT, LB, BS, B_NK>(Bs[buf], rb);
   };
 
   float acc[TM][TN];
@@ -123,22 +122,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), (BM / TM) * (BN / TN) >
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
       float a[TM], b[TN];
-#pragma unroll
-      for (int r = 0; r < RM; ++r) {
-        const float4 v = *reinterpret_cast<const float4*>(&As[cur][kk][r * (BM / RM) + ty * 4]);
-        a[r * 4 + 0] = v.x;
-        a[r * 4 + 1] = v.y;
-        a[r * 4 + 2] = v.z;
-        a[r * 4 + 3] = v.w;
-      }
-#pragma unroll
-      for (int r = 0; r < RN; ++r) {
-        const float4 v = *reinterpret_cast<const float4*>(&Bs[cur][kk][r * (BN / RN) + tx * 4]);
-        b[r * 4 + 0] = v.x;
-        b[r * 4 + 1] = v.y;
-        b[r * 4 + 2] = v.z;
-        b[r * 4 + 3] = v.w;
-      }
+      simt_fragment<RM, BM>(a, As[cur][kk], ty);
+      simt_fragment<RN, BN>(b, Bs[cur][kk], tx);
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
