@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 from pathlib import Path
 
@@ -20,41 +19,26 @@ import torch
 import torch.nn.functional as F
 
 import rl_kernel_ops
+from audit.inputs import draw_grad_out, draw_inputs
+from audit.ops import get_op
+from bench_common import machine, median_ms
 
-
-def rn(seed: int, salt: int, shape, dtype, scale: float = 1.0) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed * 1000 + salt)
-    return (torch.randn(shape, generator=g) * scale).to(dtype).cuda()
+EAGER = {
+    "timestep_mlp": lambda x, w1, b1, w2, b2: F.linear(F.silu(F.linear(x, w1, b1)), w2, b2),
+    "adaln_projection": lambda temb, w, b: F.linear(F.silu(temb).to(torch.bfloat16), w, b),
+}
 
 
 def median_us(fn, warmup: int, iters: int) -> float:
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1000.0)
-    return statistics.median(samples)
+    return median_ms(fn, warmup, iters) * 1000.0
 
 
 def op_inputs(op: str, rows: int):
-    if op == "timestep_mlp":
-        f32 = torch.float32
-        x = rn(3, 2, (rows, 256), f32)
-        params = [rn(1, 3, (5376, 256), f32, 256**-0.5), rn(1, 4, (5376,), f32, 0.02),
-                  rn(1, 5, (2688, 5376), f32, 5376**-0.5), rn(1, 6, (2688,), f32, 0.02)]
-        g = rn(3, 20, (rows, 2688), f32)
-        eager = lambda x, w1, b1, w2, b2: F.linear(F.silu(F.linear(x, w1, b1)), w2, b2)  # noqa: E731
-        return [x, *params], g, rl_kernel_ops.timestep_mlp, eager
-    temb = rn(3, 7, (rows, 2688), torch.float32)
-    params = [rn(1, 8, (96768, 2688), torch.bfloat16, 2688**-0.5), rn(1, 9, (96768,), torch.bfloat16, 0.02)]
-    g = rn(3, 21, (rows, 96768), torch.bfloat16)
-    eager = lambda t, w, b: F.linear(F.silu(t).to(torch.bfloat16), w, b)  # noqa: E731
-    return [temb, *params], g, rl_kernel_ops.adaln_projection, eager
+    """The audit's inputs of ``op`` for ``rows`` rows (seed 3, in the op's input order) on the GPU,
+    its upstream gradient, our op and the eager cuBLAS composition."""
+    spec = get_op(op)
+    inputs = [t.cuda() for t in draw_inputs(spec, rows, 3).values()]
+    return inputs, draw_grad_out(spec, rows, 3).cuda(), getattr(rl_kernel_ops, op), EAGER[op]
 
 
 def measure(fn, inputs, g, warmup: int, iters: int) -> dict[str, float]:
@@ -104,10 +88,7 @@ def main() -> None:
             torch.cuda.empty_cache()
     report = {
         "benchmark": "bench_gemm_ops",
-        "gpu": torch.cuda.get_device_name(),
-        "capability": list(torch.cuda.get_device_capability()),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
+        **machine(),
         "tf32": False,
         "timing": f"median of {args.iters} CUDA-event samples after {args.warmup} warm-ups",
         "targets": {"timestep_mlp": "fwd+bwd at T=2048 within 1.5x of cuBLAS FP32",

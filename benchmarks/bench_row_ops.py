@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
-import statistics
 
 import torch
 import torch.nn.functional as F
 
+from audit.inputs import packed_index
+from bench_common import machine, median_ms
 from rl_kernel_ops import _build, cuda_rows
 
 S, H, R, EPS = 32768, 5376, 9, 1e-5
@@ -38,27 +38,10 @@ WARMUP, ITERS = 20, 100
 PIPELINE_CALLS, PIPELINE_SAMPLES = 20, 15
 
 
-def median_ms(fn, warmup: int = WARMUP, iters: int = ITERS, calls: int = 1) -> float:
-    """Median over `iters` samples of (event-timed `calls` back-to-back calls) / calls."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / calls)
-    return statistics.median(samples)
-
-
 def timings(fn) -> dict[str, float]:
     return {
         "pipelined": median_ms(fn, warmup=5, iters=PIPELINE_SAMPLES, calls=PIPELINE_CALLS),
-        "per_call": median_ms(fn),
+        "per_call": median_ms(fn, WARMUP, ITERS),
     }
 
 
@@ -66,16 +49,8 @@ def copy_bandwidth() -> float:
     """Bytes read + written per second by a device-to-device copy of 1 GiB, in GB/s."""
     src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda").random_()
     dst = torch.empty_like(src)
-    ms = median_ms(lambda: dst.copy_(src))
+    ms = median_ms(lambda: dst.copy_(src), WARMUP, ITERS)
     return 2 * src.numel() / ms / 1e6
-
-
-def packed_idx(rows: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(3)
-    tags = torch.randint(0, 3, (rows,), generator=g)
-    ti = torch.randint(0, 3, (rows,), generator=g)
-    tags[:3] = torch.arange(3)
-    return (ti * 3 + tags).cuda()
 
 
 def rn(shape, scale: float = 1.0) -> torch.Tensor:
@@ -152,7 +127,7 @@ def main() -> None:
 
     copy_gbs = copy_bandwidth()
     print(f"device-to-device copy: {copy_gbs:.0f} GB/s (read + write)", flush=True)
-    idx = packed_idx(S)
+    idx = packed_index(3, S).cuda()  # the audit's (timestep, modality) rows, seed 3
     unit = S * H * 2  # one (S, H) BF16 matrix
     table = R * H * 2
     results = {}
@@ -224,11 +199,7 @@ def main() -> None:
 
     report = {
         "kind": "bench_row_ops",
-        "gpu": torch.cuda.get_device_name(),
-        "capability": list(torch.cuda.get_device_capability()),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "python": platform.python_version(),
+        **machine(),
         "rows": S,
         "hidden": H,
         "table_rows": R,
