@@ -12,6 +12,10 @@ constants are passed to the kernels). Contracts:
   ``silu(temb).to(bf16)`` bitwise as eager CUDA does, then a BF16 tensor-core GEMM with FP32
   accumulation, bias added, one rounding; its d_temb rounds ``dout @ w`` to BF16 first, as eager
   autograd does through ``.to(bf16)``.
+adaln_projection's forward has two kernels with the same summation order (one FP32 chain of
+16-wide k steps per output, ascending, from 0): the wgmma/TMA kernel of ``csrc/gemm_wgmma_bf16.cuh``
+on sm_90 devices whose weight its tiles cover (N % 256 == 0, D % 64 == 0), the mma.sync kernel
+elsewhere. The backward runs on the mma.sync kernels.
 Against eager cuBLAS the results are equal to tolerance, not bitwise (different summation order).
 
 Inputs are checked before any kernel runs: wrong dtypes raise TypeError; wrong shapes, devices,
@@ -19,6 +23,8 @@ non-contiguous or not 16-byte aligned tensors, and sizes the tiles do not cover 
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 from torch.autograd.function import once_differentiable
@@ -77,12 +83,28 @@ class TimestepMLP(torch.autograd.Function):
         return tuple(g if need else None for g, need in zip(grads, needs))
 
 
+WGMMA_N, WGMMA_D = 256, 64  # the wgmma forward's tile width and k slice
+
+
+def adaln_forward_kernel(w: torch.Tensor) -> str:
+    """Which forward kernel adaln_projection runs for weight ``w``: "wgmma" (sm_90, N % 256 == 0,
+    D % 64 == 0, unless RL_KERNEL_OPS_ADALN_WGMMA=0) or "mma"."""
+    if os.environ.get("RL_KERNEL_OPS_ADALN_WGMMA", "1") == "0":
+        return "mma"
+    n, d = w.shape
+    if torch.cuda.get_device_capability(w.device) == (9, 0) and n % WGMMA_N == 0 and d % WGMMA_D == 0:
+        return "wgmma"
+    return "mma"
+
+
 class AdalnProjection(torch.autograd.Function):
     """linear(silu(temb).to(bf16), w, b) on the BF16 tensor-core kernels; grads temb, w, b."""
 
     @staticmethod
     def forward(ctx, temb, w, b):
-        out, a = _ops().adaln_proj_forward(temb, w, b)
+        ops = _ops()
+        fwd = ops.adaln_proj_forward_wgmma if adaln_forward_kernel(w) == "wgmma" else ops.adaln_proj_forward
+        out, a = fwd(temb, w, b)
         ctx.save_for_backward(temb, a, w)
         return out
 

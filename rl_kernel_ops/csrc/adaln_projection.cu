@@ -15,6 +15,7 @@
 //          -> [d_temb, dw, db]   (gradients not asked for come back as empty tensors)
 #include "gemm_common.cuh"
 #include "gemm_mma_bf16.cuh"
+#include "gemm_wgmma_bf16.cuh"
 
 namespace rlk {
 namespace {
@@ -36,8 +37,8 @@ void check(const at::Tensor& t, at::ScalarType dtype, int64_t dim, const char* n
               " CUDA tensor");
 }
 
-std::tuple<at::Tensor, at::Tensor> adaln_forward(const at::Tensor& temb, const at::Tensor& w,
-                                                 const at::Tensor& b) {
+std::tuple<at::Tensor, at::Tensor> adaln_forward_impl(const at::Tensor& temb, const at::Tensor& w,
+                                                      const at::Tensor& b, bool wgmma) {
   check(temb, at::kFloat, 2, "temb");
   check(w, at::kBFloat16, 2, "w");
   check(b, at::kBFloat16, 1, "b");
@@ -53,10 +54,32 @@ std::tuple<at::Tensor, at::Tensor> adaln_forward(const at::Tensor& temb, const a
     check_launch("silu_to_bf16");
   }
   at::Tensor out = at::empty({T, N}, a.options());
-  mma_gemm_by_rows<true, true, EPI_BF16>(
-      reinterpret_cast<const bf16*>(a.data_ptr()), reinterpret_cast<const bf16*>(w.data_ptr()),
-      out.data_ptr(), reinterpret_cast<const bf16*>(b.data_ptr()), T, N, D, 1, D, D, N, stream);
+  const bf16* a_p = reinterpret_cast<const bf16*>(a.data_ptr());
+  const bf16* w_p = reinterpret_cast<const bf16*>(w.data_ptr());
+  const bf16* b_p = reinterpret_cast<const bf16*>(b.data_ptr());
+  if (wgmma) {
+    TORCH_CHECK(T > 0 && wgmma_gemm::supported(T, N, D, a_p, w_p),
+                "adaln_proj_forward_wgmma: needs an sm_90 device, N % 256 == 0, D % 64 == 0 and "
+                "16-byte aligned tensors");
+    wgmma_gemm::linear_bias(a_p, w_p, b_p, reinterpret_cast<bf16*>(out.data_ptr()), T, N, D,
+                            stream);
+  } else {
+    mma_gemm_by_rows<true, true, EPI_BF16>(a_p, w_p, out.data_ptr(), b_p, T, N, D, 1, D, D, N,
+                                           stream);
+  }
   return {out, a};
+}
+
+// mma.sync forward (any sm_80+ device).
+std::tuple<at::Tensor, at::Tensor> adaln_forward(const at::Tensor& temb, const at::Tensor& w,
+                                                 const at::Tensor& b) {
+  return adaln_forward_impl(temb, w, b, false);
+}
+
+// wgmma/TMA forward (sm_90a): the same summation order, so the same bits.
+std::tuple<at::Tensor, at::Tensor> adaln_forward_wgmma(const at::Tensor& temb, const at::Tensor& w,
+                                                       const at::Tensor& b) {
+  return adaln_forward_impl(temb, w, b, true);
 }
 
 std::vector<at::Tensor> adaln_backward(const at::Tensor& dout, const at::Tensor& temb,
@@ -104,6 +127,7 @@ std::vector<at::Tensor> adaln_backward(const at::Tensor& dout, const at::Tensor&
 
 TORCH_LIBRARY_FRAGMENT(rl_kernel_ops, m) {
   m.def("adaln_proj_forward(Tensor temb, Tensor w, Tensor b) -> (Tensor, Tensor)");
+  m.def("adaln_proj_forward_wgmma(Tensor temb, Tensor w, Tensor b) -> (Tensor, Tensor)");
   m.def(
       "adaln_proj_backward(Tensor dout, Tensor temb, Tensor a, Tensor w, int splits_dgrad, "
       "int row_chunk, bool need_temb, bool need_w, bool need_b) -> Tensor[]");
@@ -111,5 +135,6 @@ TORCH_LIBRARY_FRAGMENT(rl_kernel_ops, m) {
 
 TORCH_LIBRARY_IMPL(rl_kernel_ops, CUDA, m) {
   m.impl("adaln_proj_forward", &rlk::adaln_forward);
+  m.impl("adaln_proj_forward_wgmma", &rlk::adaln_forward_wgmma);
   m.impl("adaln_proj_backward", &rlk::adaln_backward);
 }
