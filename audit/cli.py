@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -39,6 +40,21 @@ class Format(str, Enum):
     table = "table"
     markdown = "markdown"
     json = "json"
+
+
+class FailOn(str, Enum):
+    none = "none"
+    regression = "regression"
+    differ = "differ"
+
+
+BaselineOpt = Annotated[Optional[Path], typer.Option(
+    "--baseline", help="Reports (a file or a directory) to diff the new reports against after writing them; "
+    "the diff is printed, and --fail-on defaults to regression.")]
+FailOnOpt = Annotated[Optional[FailOn], typer.Option(
+    "--fail-on", help="Exit 1 on: 'regression' (against --baseline; the default with one), 'differ' (any "
+    "comparison not bitwise equal, or any candidate not batch-invariant, baseline or not), 'none' (the "
+    "default without a baseline: exit 0 whatever the bits are).")]
 
 
 def _check_names(kind: str, given: list[str], valid: list[str]) -> None:
@@ -97,9 +113,16 @@ def run(
     out: Annotated[Optional[Path], typer.Option(help="Report file (one op) or directory. Default: audit-reports/.")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds one mode process may run before it is stopped.")] = 3600.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print no tables, only where the reports went.")] = False,
+    repeats: Annotated[int, typer.Option(help="Times every candidate, references included, computes each case; "
+                                         "a tensor whose runs differ is marked not repeatable (nondeterministic). "
+                                         "1 turns the check off.")] = 2,
+    baseline: BaselineOpt = None,
+    fail_on: FailOnOpt = None,
 ) -> None:
     """Run the bitwise-reuse audit: every mode in its own subprocess, every candidate and case
-    compared bitwise with both references; writes one h3_bitwise_reuse report per op."""
+    computed --repeats times and compared bitwise with both references; writes one h3_bitwise_reuse
+    report per op and prints the verdicts, then the detail tables. Exit 0, or 1 when --fail-on
+    says so (a regression against --baseline, or any difference)."""
     from .assemble import bitwise_report
     from .ops import get_op
     from .runner import plan
@@ -107,22 +130,59 @@ def run(
     ops = _check_selection(op, mode, candidate)
     if case and any(c < 1 for c in case):
         raise typer.BadParameter("a case is a number of rows, at least 1", param_hint="--case")
+    if repeats < 1:
+        raise typer.BadParameter("at least 1", param_hint="--repeats")
+    gate = _gate_for(baseline, fail_on, "h3_bitwise_reuse", ops)
     dev = _resolve_device(device)
     plans = []
     for name in ops:
         spec = get_op(name)
         cases = list(case) if case else list(spec.cpu_cases if dev.type == "cpu" else spec.cases)
         modes = _modes_for(spec, mode)
-        plans.append(plan(spec, "bitwise", modes, candidate, cases, dev))
+        plans.append(plan(spec, "bitwise", modes, candidate, cases, dev, repeats=repeats))
     if dev.type == "cpu" and not case:
         err.print("[dim]CPU device: using each op's CPU cases (pass --case to choose).[/]")
-    _run_plans(plans, timeout, bitwise_report, out, "h3_bitwise_reuse", quiet)
+    _run_plans(plans, timeout, bitwise_report, out, "h3_bitwise_reuse", quiet, gate)
 
 
-def _run_plans(plans, timeout: float, assemble, out: Optional[Path], kind: str, quiet: bool) -> None:
+@dataclass
+class Gate:
+    """The baseline set (loaded before anything runs) and what makes the run fail."""
+
+    baseline: Optional[dict]
+    name: str
+    fail_on: str
+
+
+def _gate_for(baseline: Optional[Path], fail_on: Optional[FailOn], kind: str, ops: list[str], quick: bool = False) -> Gate:
+    """Load and check --baseline before any computation: unusable input exits 2."""
+    from reports.diff import DiffInputError, baselined_ops, load_set
+
+    chosen = fail_on.value if fail_on else ("regression" if baseline else "none")
+    if baseline is None:
+        if chosen == "regression":
+            raise typer.BadParameter("--fail-on regression needs --baseline", param_hint="--fail-on")
+        return Gate(None, "", chosen)
+    try:
+        found = load_set(baseline)
+    except DiffInputError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--baseline") from None
+    covered = baselined_ops(found, kind, ops, quick)
+    if not covered:
+        raise typer.BadParameter(f"{baseline} holds no {kind} report for {', '.join(ops)}"
+                                 + (" (quick)" if quick else ""), param_hint="--baseline")
+    missing = [op for op in ops if op not in covered]
+    if missing:
+        err.print(f"[yellow]--baseline has no {kind} report for {escape(', '.join(missing))}: not gated[/]")
+    return Gate(found, str(baseline), chosen)
+
+
+def _run_plans(plans, timeout: float, assemble, out: Optional[Path], kind: str, quiet: bool, gate: Gate) -> None:
     """Run each plan under a progress bar (modes x candidates x units), write its report
-    atomically, then print the tables. Ctrl-C stops the mode processes and leaves no partial file."""
-    from reports.render import print_report
+    atomically, then print the verdicts and tables, and the diff against the baseline. Ctrl-C stops
+    the mode processes and leaves no partial file. Exits 1 when the gate fails."""
+    from reports.diff import gate as decide
+    from reports.render import diff_sections, draw_rich, print_report
 
     for p in [p for p in plans if not p.by_mode]:
         err.print(f"[yellow]{p.op.name}: none of the selected modes and candidates runs for this op "
@@ -140,7 +200,14 @@ def _run_plans(plans, timeout: float, assemble, out: Optional[Path], kind: str, 
     for path, report in written:
         if not quiet:
             print_report(report, console)
-        console.print(f"wrote {path}")
+        console.print(f"wrote {escape(str(path))}")
+    diff, failed = decide([r for _, r in written], [p for p, _ in written], gate.baseline, gate.fail_on, gate.name)
+    if diff is not None:
+        console.print(draw_rich(diff_sections(diff)))
+    if failed:
+        why = "a regression against the baseline" if diff is not None and diff.regressed else "a difference"
+        err.print(f"[red]--fail-on {gate.fail_on}: {why}; exit 1[/]")
+        raise typer.Exit(1)
 
 
 def _progress_run(plans, timeout: float, assemble, out: Optional[Path], kind: str, written: list) -> None:
@@ -175,6 +242,8 @@ def prior_art(
     megatron_src: Annotated[Optional[Path], typer.Option("--megatron-src", help="A Megatron-LM source tree to use instead of the installed megatron-core; its commit goes into the report.")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds one mode process may run before it is stopped.")] = 3600.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print no tables, only where the reports went.")] = False,
+    baseline: BaselineOpt = None,
+    fail_on: FailOnOpt = None,
 ) -> None:
     """Write the h3_prior_art report: for each mode and candidate, bitwise batch invariance (every
     row alone vs in batches, contiguous sub-batches, a batch-size sweep with probe rows, parameter
@@ -185,6 +254,7 @@ def prior_art(
     from .runner import plan
 
     ops = _check_selection(op, mode, candidate)
+    gate = _gate_for(baseline, fail_on, "h3_prior_art", ops, quick)
     commit = _use_megatron_src(megatron_src)
     dev = _resolve_device(device)
     plans = []
@@ -192,7 +262,8 @@ def prior_art(
         spec = get_op(name)
         sizes = sizes_json(sizes_for(spec, quick))
         plans.append(plan(spec, "prior_art", _modes_for(spec, mode), candidate, CHECKS, dev, sizes=sizes))
-    _run_plans(plans, timeout, lambda p, outcome: prior_art_report(p, outcome, quick, commit), out, "h3_prior_art", quiet)
+    _run_plans(plans, timeout, lambda p, outcome: prior_art_report(p, outcome, quick, commit), out, "h3_prior_art",
+               quiet, gate)
 
 
 def _use_megatron_src(path: Optional[Path]) -> Optional[str]:
@@ -238,23 +309,67 @@ def plot(
 def show(
     files: Annotated[list[Path], typer.Argument(help="Report files of either kind.")],
     format: Annotated[Format, typer.Option("--format", "-f", help="table (rich), markdown (for CI summaries) or json.")] = Format.table,
+    only_differ: Annotated[bool, typer.Option("--only-differ", help="Hide equal cells, and rows and tables left empty.")] = False,
+    candidate: Annotated[Optional[str], typer.Option("--candidate", help="Show only what involves this candidate (e.g. liger, diffusers[sglang]).")] = None,
 ) -> None:
-    """Render reports: diff tables for bitwise reports, verdict tables for prior-art reports."""
+    """Render reports: the verdict table first (one line per candidate and reference, each pair
+    once), then the detail tables (bitwise: per case and tensor; prior-art: per mode)."""
     from reports.io import ReportError, load_report
-    from reports.render import print_report, to_markdown
+    from reports.render import View, print_report, to_markdown
 
+    view = View(only_differ=only_differ, candidate=candidate)
     for path in files:
         try:
             report = load_report(path)
         except ReportError as exc:
             err.print(f"[red]{escape(str(exc))}[/]")
             raise typer.Exit(2)
+        if candidate is not None and not _names_candidate(report, candidate):
+            err.print(f"[red]{escape(str(path))}: no candidate {escape(candidate)!r}[/]")
+            raise typer.Exit(2)
         if format is Format.table:
-            print_report(report, console)
+            print_report(report, console, view)
         elif format is Format.markdown:
-            typer.echo(to_markdown(report))
+            typer.echo(to_markdown(report, view))
         else:
             typer.echo(report.model_dump_json(indent=2))
+
+
+def _names_candidate(report, name: str) -> bool:
+    r = report.root
+    if r.kind == "h3_bitwise_reuse":
+        return name in r.results
+    return any(name in c for c in r.results.values() if isinstance(c, dict))
+
+
+@app.command()
+def diff(
+    old: Annotated[Path, typer.Argument(help="Earlier reports: a file or a directory.")],
+    new: Annotated[Path, typer.Argument(help="Later reports of the same kind: a file or a directory.")],
+    format: Annotated[Format, typer.Option("--format", "-f", help="table (rich), markdown (for CI summaries) or json.")] = Format.table,
+) -> None:
+    """What changed from OLD to NEW, matched by report kind and op: environment (GPU, torch, CUDA,
+    libraries, mode variables), candidates and cases that appeared or disappeared, and each change
+    of state: equal->differ and available->unavailable are regressions, the reverse improvements,
+    a changed count of differing elements a change, and any change on a non-repeatable comparison
+    noise. Prior-art: invariant->not invariant is a regression; latency NEW/OLD per size.
+    Exit 0: no regression; 1: a regression; 2: unusable input."""
+    from reports.diff import DiffInputError, diff_paths
+    from reports.render import diff_sections, draw_markdown, draw_rich
+
+    try:
+        found = diff_paths(old, new)
+    except DiffInputError as exc:
+        err.print(f"[red]{escape(str(exc))}[/]")
+        raise typer.Exit(2)
+    if format is Format.table:
+        console.print(draw_rich(diff_sections(found)))
+    elif format is Format.markdown:
+        typer.echo(draw_markdown(diff_sections(found)))
+    else:
+        typer.echo(found.model_dump_json(indent=2))
+    if found.regressed:
+        raise typer.Exit(1)
 
 
 @app.command()

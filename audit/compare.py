@@ -1,4 +1,4 @@
-"""Bitwise comparison of two tensors (SPEC.md section 8).
+"""Bitwise comparison of two tensors.
 
 ``equal`` is true only when every element has the same bit pattern; ``differ`` counts elements
 whose bits differ (so -0.0 vs +0.0 and NaNs with different payloads count, and NaN vs NaN with the
@@ -6,6 +6,16 @@ same payload does not); ``max_abs`` is the largest |a - b| in float64 over the e
 are finite (0.0 when there is none). A NaN or Inf mismatch therefore always shows in ``differ`` and
 never makes a comparison crash or report equal. Mismatched shapes or dtypes give an entry with
 ``error`` set instead of raising.
+
+When floating-point bits differ, the entry also says where and how far:
+- ``first_differ``: the first differing element in row-major order, as a multi-index;
+- ``ulp_max``: the largest distance in units in the last place of the dtype, over differing
+  elements finite on both sides (null when every differing element involves a NaN or an Inf).
+  The distance is the difference of a monotone integer mapping of the bits (sign-magnitude folded
+  onto the integers, -0.0 just below +0.0), so -0.0 vs +0.0 is 1 and the smallest subnormal is 1
+  away from zero;
+- ``ulp_hist``: differing elements per bucket ``1``, ``2``, ``3-4``, ``5-8``, ... ``524289-1048576``,
+  ``>1048576``, and ``non-finite`` (a NaN or Inf on either side); only non-empty buckets appear.
 """
 
 from __future__ import annotations
@@ -14,6 +24,8 @@ import torch
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 _CHUNK = 1 << 26  # elements per step: bounds the float64 temporaries
+HIST_TOP = 20  # the last finite bucket ends at 2**HIST_TOP ulp
+INT64_MAX = torch.iinfo(torch.int64).max
 
 
 def bit_patterns(t: torch.Tensor) -> torch.Tensor:
@@ -21,9 +33,93 @@ def bit_patterns(t: torch.Tensor) -> torch.Tensor:
     return t.view(_BITS[t.element_size()]) if t.dtype.is_floating_point else t
 
 
+def hist_labels() -> list[str]:
+    """The ULP histogram's bucket names, in order."""
+    labels = ["1", "2"] + [f"{2 ** (k - 1) + 1}-{2 ** k}" for k in range(2, HIST_TOP + 1)]
+    return labels + [f">{2 ** HIST_TOP}", "non-finite"]
+
+
+def ordered_bits(t: torch.Tensor) -> torch.Tensor:
+    """Float bits as int64 keys whose order is the numbers' order: +x maps to its magnitude bits,
+    -x to ``-magnitude - 1`` (so -0.0 is -1, +0.0 is 0)."""
+    bits = bit_patterns(t).to(torch.int64)
+    width = 8 * t.element_size()
+    if width < 64:
+        bits = bits & ((1 << width) - 1)  # the unsigned pattern
+        sign = bits >> (width - 1)
+        magnitude = bits & ((1 << (width - 1)) - 1)
+    else:
+        sign = (bits < 0).to(torch.int64)
+        magnitude = bits & INT64_MAX
+    return torch.where(sign.bool(), -magnitude - 1, magnitude)
+
+
+def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """|key(a) - key(b)| per element as int64, saturated at INT64_MAX (only float64 values of
+    opposite sign and huge magnitude can get there)."""
+    ka, kb = ordered_bits(a), ordered_bits(b)
+    hi, lo = torch.maximum(ka, kb), torch.minimum(ka, kb)
+    # hi - lo overflows only when hi >= 0 > lo and hi > INT64_MAX + lo
+    overflow = (lo < 0) & (hi > INT64_MAX + lo)
+    return torch.where(overflow, torch.full_like(hi, INT64_MAX), hi - torch.where(overflow, 0, lo))
+
+
+def _bucket(distance: torch.Tensor) -> torch.Tensor:
+    """Bucket index per distance >= 1: ceil(log2(d)), capped at HIST_TOP + 1 for > 2**HIST_TOP."""
+    capped = distance.clamp(max=2**HIST_TOP + 1)
+    index = torch.zeros_like(capped)
+    above = capped > 1
+    index[above] = torch.floor(torch.log2((capped[above] - 1).double())).to(torch.int64) + 1
+    return index
+
+
+class _Where:
+    """Accumulates first_differ, ulp_max and ulp_hist over the chunks of one comparison."""
+
+    def __init__(self, shape: torch.Size):
+        self.shape = shape
+        self.first: int | None = None
+        self.ulp_max: int | None = None
+        self.hist = [0] * (HIST_TOP + 3)
+
+    def add(self, start: int, ca: torch.Tensor, cb: torch.Tensor, mask: torch.Tensor) -> None:
+        positions = mask.nonzero().flatten()
+        if not positions.numel():
+            return
+        if self.first is None:
+            self.first = start + int(positions[0])
+        da, db = ca[positions], cb[positions]
+        finite = torch.isfinite(da) & torch.isfinite(db)
+        self.hist[-1] += int((~finite).sum())
+        if bool(finite.any()):
+            dist = ulp_distance(da[finite], db[finite])
+            top = int(dist.max())
+            self.ulp_max = top if self.ulp_max is None else max(self.ulp_max, top)
+            for index, count in zip(*torch.unique(_bucket(dist), return_counts=True)):
+                self.hist[int(index)] += int(count)
+
+    def fields(self) -> dict:
+        index, first = [], self.first
+        for size in reversed(self.shape):
+            first, i = divmod(first, size)
+            index.append(i)
+        hist = {label: n for label, n in zip(hist_labels(), self.hist) if n}
+        return {"first_differ": index[::-1], "ulp_max": self.ulp_max, "ulp_hist": hist}
+
+
+def count_differ(a: torch.Tensor, b: torch.Tensor) -> int:
+    """Elements of two same-shape, same-dtype tensors whose bits differ."""
+    fa, fb = a.detach().reshape(-1), b.detach().reshape(-1)
+    return sum(
+        int((bit_patterns(fa[s : s + _CHUNK]) != bit_patterns(fb[s : s + _CHUNK])).sum())
+        for s in range(0, fa.numel(), _CHUNK)
+    )
+
+
 def compare(a: torch.Tensor, b: torch.Tensor) -> dict:
     """Compare ``a`` with reference ``b`` bit for bit; both on one device. Returns the report's cmp
-    dict: {equal, differ, numel, max_abs} (plus ``error`` when the two cannot be compared)."""
+    dict: {equal, differ, numel, max_abs}, plus first_differ, ulp_max and ulp_hist when floating
+    bits differ (``error`` instead when the two cannot be compared)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return {
             "equal": False,
@@ -36,16 +132,24 @@ def compare(a: torch.Tensor, b: torch.Tensor) -> dict:
     if a.device != b.device:
         b = b.to(a.device)
     fa, fb = a.detach().reshape(-1), b.detach().reshape(-1)
+    floating = fa.dtype.is_floating_point
+    where = _Where(a.shape) if floating else None
     differ = 0
     max_abs = 0.0
     for start in range(0, fa.numel(), _CHUNK):
         ca, cb = fa[start : start + _CHUNK], fb[start : start + _CHUNK]
-        differ += int((bit_patterns(ca) != bit_patterns(cb)).sum())
-        if ca.dtype.is_floating_point or ca.dtype.is_complex:
+        mask = bit_patterns(ca) != bit_patterns(cb)
+        differ += int(mask.sum())
+        if floating or ca.dtype.is_complex:
             da, db = ca.double(), cb.double()
             finite = torch.isfinite(da) & torch.isfinite(db)
             if bool(finite.any()):
                 max_abs = max(max_abs, float((da - db).abs()[finite].max()))
+            if where is not None:
+                where.add(start, ca, cb, mask)
         elif ca.numel():
             max_abs = max(max_abs, float((ca.double() - cb.double()).abs().max()))
-    return {"equal": differ == 0, "differ": differ, "numel": fa.numel(), "max_abs": max_abs}
+    entry = {"equal": differ == 0, "differ": differ, "numel": fa.numel(), "max_abs": max_abs}
+    if differ and where is not None:
+        entry |= where.fields()
+    return entry

@@ -2,7 +2,12 @@
 
 Both formats come from one neutral description: a list of sections, each a title, an optional
 note and a table whose cells carry a status: ``ok`` (bitwise equal / invariant, green), ``bad``
-(differs, red) or ``na`` (unavailable, grey, with its reason).
+(differs, red), ``partial`` (forward only, yellow), ``nd`` (not repeatable: nondeterministic,
+magenta; never plain red or green) or ``na`` (unavailable, grey, with its reason).
+
+A report is drawn as its verdict table first (``reports.verdict``), then the detail tables, each
+pair of candidates once. ``View`` narrows what is drawn: ``only_differ`` hides equal cells (and
+rows and tables left empty), ``candidate`` keeps what involves one candidate.
 """
 
 from __future__ import annotations
@@ -14,11 +19,28 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from .diff import Diff
 from .schema import BitwiseReport, CaseComparison, Cmp, PriorArtCandidate, PriorArtReport, Report, Unavailable
+from .verdict import Verdict, bitwise_verdicts, pairs, prior_art_verdicts
 
-Status = Literal["ok", "bad", "na", "plain"]
-STYLE = {"ok": "green", "bad": "red", "na": "grey50", "plain": ""}
-MARK = {"ok": "✅ ", "bad": "❌ ", "na": "➖ ", "plain": ""}
+Status = Literal["ok", "bad", "partial", "nd", "na", "plain"]
+STYLE = {"ok": "green", "bad": "red", "partial": "yellow", "nd": "magenta", "na": "grey50", "plain": ""}
+MARK = {"ok": "✅ ", "bad": "❌ ", "partial": "🟡 ", "nd": "🔀 ", "na": "➖ ", "plain": ""}
+VERDICT_STATUS: dict[str, Status] = {
+    "reusable": "ok", "batch-invariant": "ok", "forward only": "partial", "differs": "bad",
+    "not invariant": "bad", "nondeterministic": "nd", "unavailable": "na",
+}
+
+
+@dataclass(frozen=True)
+class View:
+    """What to draw: ``only_differ`` hides equal cells; ``candidate`` keeps one candidate's rows."""
+
+    only_differ: bool = False
+    candidate: str | None = None
+
+    def keeps(self, *names: str | None) -> bool:
+        return self.candidate is None or self.candidate in names
 
 
 @dataclass
@@ -39,11 +61,37 @@ def _cmp_cell(c: Cmp) -> Cell:
     if c.error:
         return Cell(f"error: {c.error}", "bad")
     if c.equal:
-        return Cell(f"equal ({c.numel:,})", "ok")
-    return Cell(f"{c.differ:,}/{c.numel:,} differ, max {c.max_abs:.3g}", "bad")
+        return Cell(f"equal ({c.numel:,})", "nd" if c.repeatable is False else "ok")
+    text = f"{c.differ:,}/{c.numel:,} differ, max {c.max_abs:.3g}"
+    if c.ulp_max is not None:
+        text += f", {c.ulp_max:,} ulp"
+    if c.repeatable is False:
+        return Cell(f"nondeterministic: {text}; runs differ in {c.repeat_differ:,}", "nd")
+    return Cell(text, "bad")
 
 
-def bitwise_sections(report: BitwiseReport) -> list[Section]:
+def verdict_section(found: list[Verdict], view: View, prior_art: bool = False) -> Section:
+    """The decision table that comes first."""
+    columns = ["mode", "candidate", "verdict", "detail"] if prior_art else ["candidate", "vs", "verdict", "detail"]
+    section = Section("verdicts", columns=columns)
+    for v in found:
+        if not view.keeps(v.candidate, v.reference):
+            continue
+        lead = v.mode if prior_art else v.candidate
+        second = v.candidate if prior_art else (v.reference or "every reference")
+        section.rows.append([Cell(lead or ""), Cell(second), Cell(v.verdict, VERDICT_STATUS[v.verdict]), Cell(v.detail)])
+    return section
+
+
+def _visible(row: list[Cell], view: View) -> list[Cell] | None:
+    """The row with equal cells blanked under ``only_differ``; None when nothing is left."""
+    if not view.only_differ:
+        return row
+    shown = [row[0]] + [Cell("") if c.status == "ok" else c for c in row[1:]]
+    return shown if any(c.text for c in shown[1:]) else None
+
+
+def bitwise_sections(report: BitwiseReport, view: View = View()) -> list[Section]:
     env = report.environment
     head = Section(
         f"{report.op}: bitwise reuse",
@@ -51,26 +99,25 @@ def bitwise_sections(report: BitwiseReport) -> list[Section]:
         f"rl_kernel {report.rl_kernel_commit[:12]}{' (dirty)' if report.tracked_tree_dirty is True else ''} · "
         f"cases {', '.join(map(str, report.cases))}",
     )
-    sections = [head]
-    for name, result in report.results.items():
-        if isinstance(result, Unavailable):
-            head.rows.append([Cell(name), Cell(f"unavailable: {result.unavailable}", "na")])
+    sections = [head, verdict_section(bitwise_verdicts(report), view)]
+    for name, ref, cases in pairs(report):
+        if not view.keeps(name, ref):
             continue
-        for vs, cases in (result.__pydantic_extra__ or {}).items():
-            grads = list(dict.fromkeys(g for c in cases.values() if isinstance(c, CaseComparison) for g in c.grads))
-            outs = max((len(c.out) for c in cases.values() if isinstance(c, CaseComparison)), default=1)
-            out_cols = ["out"] if outs == 1 else [f"out[{i}]" for i in range(outs)]
-            section = Section(f"{name} {vs}", result.source, ["case", *out_cols, *(f"d{g}" for g in grads)])
-            for case, c in sorted(cases.items(), key=lambda kv: int(kv[0])):
-                if isinstance(c, Unavailable):
-                    section.rows.append([Cell(case), Cell(f"unavailable: {c.unavailable}", "na")])
-                    continue
-                cells = [_cmp_cell(o) for o in c.out] + [Cell("", "plain")] * (outs - len(c.out))
-                cells += [_cmp_cell(c.grads[g]) if g in c.grads else Cell("—", "na") for g in grads]
-                section.rows.append([Cell(case), *cells])
+        source = report.results[name].source
+        grads = list(dict.fromkeys(g for c in cases.values() if isinstance(c, CaseComparison) for g in c.grads))
+        outs = max((len(c.out) for c in cases.values() if isinstance(c, CaseComparison)), default=1)
+        out_cols = ["out"] if outs == 1 else [f"out[{i}]" for i in range(outs)]
+        section = Section(f"{name} vs {ref}", source, ["case", *out_cols, *(f"d{g}" for g in grads)])
+        for case, c in sorted(cases.items(), key=lambda kv: int(kv[0])):
+            if isinstance(c, Unavailable):
+                row = [Cell(case), Cell(f"unavailable: {c.unavailable}", "na")]
+            else:
+                row = [Cell(case), *(_cmp_cell(o) for o in c.out), *[Cell("", "plain")] * (outs - len(c.out))]
+                row += [_cmp_cell(c.grads[g]) if g in c.grads else Cell("—", "na") for g in grads]
+            if (shown := _visible(row, view)) is not None:
+                section.rows.append(shown)
+        if section.rows or not view.only_differ:
             sections.append(section)
-    if head.rows:
-        head.columns = ["candidate", "status"]
     return sections
 
 
@@ -84,14 +131,15 @@ def _invariance_cell(c: PriorArtCandidate) -> Cell:
     return Cell(f"{'yes' if bi.batch_invariant else 'no'} ({detail})", "ok" if bi.batch_invariant else "bad")
 
 
-def prior_art_sections(report: PriorArtReport) -> list[Section]:
+def prior_art_sections(report: PriorArtReport, view: View = View()) -> list[Section]:
     env = report.environment
     sections = [
         Section(
             f"{report.op}: prior art{' (quick)' if report.quick else ''}",
             f"{env.gpu or 'CPU'} · torch {env.torch} · CUDA {env.cuda} · tf32 {env.tf32}"
             + (f" · Megatron source {env.megatron_source_commit}" if env.megatron_source_commit else ""),
-        )
+        ),
+        verdict_section(prior_art_verdicts(report), view, prior_art=True),
     ]
     cols = ["candidate", "batch-invariant", "params repeatable", "size", "fwd err", "worst grad err", "fwd µs", "fwd+bwd µs"]
     for mode, candidates in report.results.items():
@@ -101,8 +149,12 @@ def prior_art_sections(report: PriorArtReport) -> list[Section]:
             sections.append(section)
             continue
         for name, c in candidates.items():
+            if not view.keeps(name):
+                continue
             if isinstance(c, Unavailable):
                 section.rows.append([Cell(name), Cell(f"unavailable: {c.unavailable}", "na")])
+                continue
+            if view.only_differ and c.batch_invariance.batch_invariant:
                 continue
             size, acc = max(c.accuracy_latency.items(), key=lambda kv: int(kv[0]))
             worst = max(acc.grad_rel_err.values(), default=0.0)
@@ -119,18 +171,23 @@ def prior_art_sections(report: PriorArtReport) -> list[Section]:
                     Cell(f"{acc.fwd_bwd_us:,.1f}" if c.has_backward else "—"),
                 ]
             )
-        sections.append(section)
+        if section.rows:
+            sections.append(section)
     return sections
 
 
-def sections(report: Report) -> list[Section]:
+def sections(report: Report, view: View = View()) -> list[Section]:
     r = report.root
-    return bitwise_sections(r) if isinstance(r, BitwiseReport) else prior_art_sections(r)
+    return bitwise_sections(r, view) if isinstance(r, BitwiseReport) else prior_art_sections(r, view)
 
 
-def to_rich(report: Report) -> Group:
+def to_rich(report: Report, view: View = View()) -> Group:
+    return draw_rich(sections(report, view))
+
+
+def draw_rich(drawn: list[Section]) -> Group:
     parts = []
-    for s in sections(report):
+    for s in drawn:
         if not s.columns:
             parts.append(Text(s.title, style="bold"))
             if s.note:
@@ -155,9 +212,13 @@ def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", "<br>")
 
 
-def to_markdown(report: Report) -> str:
+def to_markdown(report: Report, view: View = View()) -> str:
+    return draw_markdown(sections(report, view))
+
+
+def draw_markdown(drawn: list[Section]) -> str:
     lines: list[str] = []
-    for s in sections(report):
+    for s in drawn:
         lines.append(f"### {_md_escape(s.title)}")
         if s.note:
             lines.append(f"_{_md_escape(s.note)}_")
@@ -172,5 +233,45 @@ def to_markdown(report: Report) -> str:
     return "\n".join(lines)
 
 
-def print_report(report: Report, console: Console | None = None) -> None:
-    (console or Console()).print(to_rich(report))
+def print_report(report: Report, console: Console | None = None, view: View = View()) -> None:
+    (console or Console()).print(to_rich(report, view))
+
+
+CHANGE_STATUS: dict[str, Status] = {"regression": "bad", "improvement": "ok", "change": "partial", "noise": "nd"}
+
+
+def diff_sections(diff: Diff) -> list[Section]:
+    """The diff as sections: a summary, then per matched report the environment differences, what
+    appeared or disappeared, every change of state, and (prior-art) latency ratios NEW / OLD."""
+    unknown = [s for s in ("old", "new") if any(s in o.unknown_repeatability for o in diff.ops)]
+    notes = [diff.summary()]
+    if unknown:
+        notes.append(f"repeatability unknown in {' and '.join(u.upper() for u in unknown)} (no 'repeatable' fields): "
+                     "count changes there cannot be told from nondeterminism")
+    notes += [f"only in OLD: {p}" for p in diff.only_old] + [f"only in NEW: {p}" for p in diff.only_new]
+    out = [Section(f"audit diff {diff.old} → {diff.new}", " · ".join(notes))]
+    for op in diff.ops:
+        title = f"{op.op} ({op.kind})"
+        if op.environment:
+            env = Section(f"{title}: environment", columns=["field", "old", "new"])
+            env.rows = [[Cell(e.field), Cell(e.old), Cell(e.new)] for e in op.environment]
+            out.append(env)
+        if op.appeared or op.disappeared:
+            moved = Section(f"{title}: appeared or disappeared", columns=["", "what"])
+            moved.rows = [[Cell("appeared", "ok"), Cell(a)] for a in op.appeared]
+            moved.rows += [[Cell("disappeared", "na"), Cell(d)] for d in op.disappeared]
+            out.append(moved)
+        changes = Section(f"{title}: changes", f"{op.old_file} → {op.new_file}",
+                          ["kind", "candidate", "vs / mode", "case", "tensor", "old", "new"])
+        changes.rows = [[Cell(c.kind, CHANGE_STATUS[c.kind]), Cell(c.candidate), Cell(c.reference or ""),
+                         Cell(c.case or ""), Cell(c.tensor or ""), Cell(c.old), Cell(c.new)]
+                        for c in sorted(op.changes, key=lambda c: list(CHANGE_STATUS).index(c.kind))]
+        if not changes.rows:
+            changes.rows = [[Cell("none", "ok"), Cell("no comparison changed state")]]
+        out.append(changes)
+        if op.latency:
+            lat = Section(f"{title}: latency NEW / OLD", columns=["mode", "candidate", "size", "fwd", "fwd+bwd"])
+            lat.rows = [[Cell(x.mode), Cell(x.candidate), Cell(x.size), Cell(f"{x.fwd_ratio:.2f}×"),
+                         Cell(f"{x.fwd_bwd_ratio:.2f}×")] for x in op.latency]
+            out.append(lat)
+    return out

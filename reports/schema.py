@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel, model_serializer, model_validator
 
 CaseKey = Annotated[str, Field(pattern=r"^[0-9]+$")]
+UlpBucket = Annotated[str, Field(pattern=r"^([0-9]+(-[0-9]+)?|>[0-9]+|non-finite)$")]
 
 
 class Strict(BaseModel):
@@ -28,25 +29,48 @@ class Unavailable(Strict):
 class Cmp(Strict):
     """One tensor against its reference: ``equal`` iff every element has identical bits; ``differ``
     counts elements whose bits differ; ``max_abs`` is max |a - b| (float64) over elements finite on
-    both sides. ``error`` is set (and ``max_abs`` null) when shapes or dtypes do not match."""
+    both sides. ``error`` is set (and ``max_abs`` null) when shapes or dtypes do not match.
+
+    Optional fields (absent in the example reports, written by this tool):
+    - ``repeatable``: both sides computed the case N times (``--repeats``) and each side got the same
+      bits every time for this tensor; when false, ``repeat_differ`` is the most elements that
+      differed between two runs of one side. Absent: not checked (unknown).
+    - when ``differ > 0``: ``first_differ`` (row-major multi-index of the first differing element),
+      ``ulp_max`` (largest ULP distance over elements finite on both sides, null when there is none)
+      and ``ulp_hist`` (differing elements per ULP bucket ``1``, ``2``, ``3-4``, ... ``>1048576``,
+      ``non-finite``).
+    """
 
     equal: bool
     differ: int = Field(ge=0)
     numel: int = Field(ge=0)
     max_abs: float | None
     error: str | None = None
+    repeatable: bool | None = None
+    repeat_differ: int | None = Field(default=None, ge=1)
+    first_differ: list[Annotated[int, Field(ge=0)]] | None = None
+    ulp_max: int | None = Field(default=None, ge=1)
+    ulp_hist: dict[UlpBucket, Annotated[int, Field(ge=1)]] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> "Cmp":
         if self.equal != (self.differ == 0) and self.error is None:
             raise ValueError("equal must be true exactly when differ is 0")
+        if (self.repeatable is False) != (self.repeat_differ is not None):
+            raise ValueError("repeat_differ is given exactly when repeatable is false")
+        where = {"first_differ", "ulp_max", "ulp_hist"} & self.model_fields_set
+        if where and self.differ == 0:
+            raise ValueError(f"{', '.join(sorted(where))} only apply when some element differs")
+        if self.ulp_hist is not None and sum(self.ulp_hist.values()) != self.differ:
+            raise ValueError("ulp_hist must count every differing element once")
         return self
 
     @model_serializer(mode="wrap")
-    def _drop_empty_error(self, handler):
+    def _drop_unset_optionals(self, handler):
         data = handler(self)
-        if data.get("error") is None:
-            data.pop("error", None)
+        for key in ("error", "repeatable", "repeat_differ", "first_differ", "ulp_max", "ulp_hist"):
+            if key not in self.model_fields_set or (key == "error" and data.get(key) is None):
+                data.pop(key, None)
         return data
 
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # How the H200 evidence in this folder was produced (run from the repository root on the GPU
 # machine, with the wheelhouse carried in .whl: see README "GPU evidence").
-#   bash docs/evidence/h200/collect.sh OUT_DIR [bitwise|prior-art|all] [ops for prior-art...]
+#   bash docs/evidence/h200/collect.sh OUT_DIR [bitwise|prior-art|all] [ops...]
+# Each run is gated on the reports committed here (--baseline docs/evidence/h200): its exit status
+# (0 no regression, 1 a regression) is recorded beside its time.
 set -uo pipefail
 out=${1:?output directory}; what=${2:-all}; shift 2 || true
 mkdir -p "$out"
@@ -11,17 +13,21 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 COLUMNS=160
   python3 -c "import torch,sys; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'python', sys.version.split()[0])"
 } > "$out/machine.txt"
 python3 -m audit list --device cuda > "$out/list.txt" 2>&1
+baseline=docs/evidence/h200
 if [ "$what" = bitwise ] || [ "$what" = all ]; then
-  start=$SECONDS
-  python3 -m audit run --op all --device cuda --out "$out" --timeout 400 > "$out/run_tables.txt" 2> "$out/run_stderr.txt"
-  echo "audit run --op all --device cuda: exit $?, $((SECONDS - start)) s" >> "$out/run_stderr.txt"
+  for op in "${@:-all}"; do
+    start=$SECONDS
+    python3 -m audit run --op "$op" --device cuda --out "$out" --timeout 400 --baseline "$baseline" \
+      >> "$out/run_tables.txt" 2>> "$out/run_stderr.txt"
+    echo "audit run --op $op --device cuda --baseline $baseline: exit $?, $((SECONDS - start)) s" >> "$out/run_stderr.txt"
+  done
 fi
 if [ "$what" = prior-art ] || [ "$what" = all ]; then
   for op in "${@:-all}"; do
     start=$SECONDS
-    python3 -m audit prior-art --op "$op" --device cuda --out "$out" --timeout 400 \
+    python3 -m audit prior-art --op "$op" --device cuda --out "$out" --timeout 400 --baseline "$baseline" \
       >> "$out/prior_art_tables.txt" 2>> "$out/prior_art_stderr.txt"
-    echo "audit prior-art --op $op --device cuda: exit $?, $((SECONDS - start)) s" >> "$out/prior_art_stderr.txt"
+    echo "audit prior-art --op $op --device cuda --baseline $baseline: exit $?, $((SECONDS - start)) s" >> "$out/prior_art_stderr.txt"
   done
 fi
 python3 -m audit validate "$out"/*.json > "$out/validate.txt" 2>&1
