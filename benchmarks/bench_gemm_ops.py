@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -82,6 +83,7 @@ def main() -> None:
             inputs, g, ours, eager = op_inputs(op, rows)
             if op == "adaln_projection":
                 kernels["adaln_projection_forward"] = adaln_forward_kernel(inputs[1])
+                kernels["adaln_projection_wgmma_variant"] = os.environ.get("RL_KERNEL_OPS_ADALN_WGMMA_VARIANT", "0")
             mine = measure(ours, inputs, g, args.warmup, args.iters)
             cublas = measure(eager, inputs, g, args.warmup, args.iters)
             flop = forward_flop(inputs, rows)

@@ -38,7 +38,7 @@ void check(const at::Tensor& t, at::ScalarType dtype, int64_t dim, const char* n
 }
 
 std::tuple<at::Tensor, at::Tensor> adaln_forward_impl(const at::Tensor& temb, const at::Tensor& w,
-                                                      const at::Tensor& b, bool wgmma) {
+                                                      const at::Tensor& b, bool wgmma, int64_t variant) {
   check(temb, at::kFloat, 2, "temb");
   check(w, at::kBFloat16, 2, "w");
   check(b, at::kBFloat16, 1, "b");
@@ -62,7 +62,7 @@ std::tuple<at::Tensor, at::Tensor> adaln_forward_impl(const at::Tensor& temb, co
                 "adaln_proj_forward_wgmma: needs an sm_90 device, N % 256 == 0, D % 64 == 0 and "
                 "16-byte aligned tensors");
     wgmma_gemm::linear_bias(a_p, w_p, b_p, reinterpret_cast<bf16*>(out.data_ptr()), T, N, D,
-                            stream);
+                            static_cast<int>(variant), stream);
   } else {
     mma_gemm_by_rows<true, true, EPI_BF16>(a_p, w_p, out.data_ptr(), b_p, T, N, D, 1, D, D, N,
                                            stream);
@@ -73,13 +73,14 @@ std::tuple<at::Tensor, at::Tensor> adaln_forward_impl(const at::Tensor& temb, co
 // mma.sync forward (any sm_80+ device).
 std::tuple<at::Tensor, at::Tensor> adaln_forward(const at::Tensor& temb, const at::Tensor& w,
                                                  const at::Tensor& b) {
-  return adaln_forward_impl(temb, w, b, false);
+  return adaln_forward_impl(temb, w, b, false, 0);
 }
 
-// wgmma/TMA forward (sm_90a): the same summation order, so the same bits.
+// wgmma/TMA forward (sm_90a): the same summation order, so the same bits. `variant` 0 is the
+// default kernel choice; 1..3 force one (gemm_wgmma_bf16.cuh, linear_bias), for benchmarks.
 std::tuple<at::Tensor, at::Tensor> adaln_forward_wgmma(const at::Tensor& temb, const at::Tensor& w,
-                                                       const at::Tensor& b) {
-  return adaln_forward_impl(temb, w, b, true);
+                                                       const at::Tensor& b, int64_t variant) {
+  return adaln_forward_impl(temb, w, b, true, variant);
 }
 
 std::vector<at::Tensor> adaln_backward(const at::Tensor& dout, const at::Tensor& temb,
@@ -127,7 +128,7 @@ std::vector<at::Tensor> adaln_backward(const at::Tensor& dout, const at::Tensor&
 
 TORCH_LIBRARY_FRAGMENT(rl_kernel_ops, m) {
   m.def("adaln_proj_forward(Tensor temb, Tensor w, Tensor b) -> (Tensor, Tensor)");
-  m.def("adaln_proj_forward_wgmma(Tensor temb, Tensor w, Tensor b) -> (Tensor, Tensor)");
+  m.def("adaln_proj_forward_wgmma(Tensor temb, Tensor w, Tensor b, int variant=0) -> (Tensor, Tensor)");
   m.def(
       "adaln_proj_backward(Tensor dout, Tensor temb, Tensor a, Tensor w, int splits_dgrad, "
       "int row_chunk, bool need_temb, bool need_w, bool need_b) -> Tensor[]");

@@ -8,7 +8,8 @@
 // of the mma.sync kernel (one MMA per 16 k, ascending, from 0). The tile shape (BM rows) and the
 // order in which tiles are visited follow M, but no output's terms change order with them.
 //
-// Structure: one CTA computes a BM x 256 tile. Warpgroup 0 is the producer: one thread streams
+// Structure (variant 1; the persistent variants further down walk many tiles per CTA): one CTA
+// computes a BM x 256 tile. Warpgroup 0 is the producer: one thread streams
 // 64-wide k slices of A and W with the bulk tensor copy engine (TMA, 128-byte swizzle) into a
 // STAGES-deep ring of shared-memory buffers, each guarded by a "full" mbarrier (transaction
 // bytes) and an "empty" mbarrier (one arrival per consumer warp). Warpgroups 1..BM/64 are the
@@ -73,6 +74,39 @@ __device__ __forceinline__ void tma_prefetch_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
+// ---- clusters (2 CTAs sharing W tiles by multicast) --------------------------------------------
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+// The shared::cluster address of `local` (a shared::cta address) in the CTA of rank `rank`.
+__device__ __forceinline__ uint32_t map_to_rank(uint32_t local, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(local), "r"(rank));
+  return r;
+}
+// Arrival on a barrier of any CTA in the cluster. Default (CTA-scope) semantics suffice: what it
+// publishes is that this warp's wgmma reads of the slot are complete (wgmma.wait_group), and the
+// only writer waiting on it is the TMA engine.
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t cluster_addr) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr) : "memory");
+}
+// TMA copy written to the same shared-memory offset of every CTA in `cta_mask`, each CTA's
+// barrier at `bar`'s offset counting the bytes it receives.
+__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const CUtensorMap* map, int c_inner,
+                                                      int c_outer, uint64_t* bar, uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c_inner), "r"(c_outer), "r"(smem_u32(bar)),
+      "h"(cta_mask)
+      : "memory");
+}
+
 // ---- wgmma -------------------------------------------------------------------------------------
 // Shared-memory matrix descriptor of a K-major tile written by TMA with the 128-byte swizzle:
 // rows of 128 bytes, groups of 8 rows 1024 bytes apart (stride byte offset), the leading byte
@@ -128,6 +162,34 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_
         "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
       : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+
+// Epilogue of one consumer warpgroup: rows [row_base, row_base + 64) and columns [n0, n0 + 256)
+// get bf16(acc + float(bias[n])), one FP32 add and one rounding; rows at or past M are skipped.
+// Accumulator 4j + {0,1} is (row g, columns 8j + 2q + {0,1}) of the warp's 16 rows, 4j + {2,3}
+// the same columns 8 rows down (g = lane / 4, q = lane % 4).
+__device__ __forceinline__ void store_rows(const float (&acc)[128], bf16* __restrict__ out,
+                                           const bf16* __restrict__ bias, int row_base, int n0,
+                                           int M, int N) {
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
+  const int g = lane >> 2, q = lane & 3;
+  const int row0 = row_base + warp * 16 + g;
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j) {
+    const int col = n0 + 8 * j + 2 * q;
+    const __nv_bfloat162 bb = *reinterpret_cast<const __nv_bfloat162*>(bias + col);
+    const float b0 = __low2float(bb), b1 = __high2float(bb);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + 8 * h;
+      if (row < M) {
+        const float v0 = __fadd_rn(acc[4 * j + 2 * h], b0);
+        const float v1 = __fadd_rn(acc[4 * j + 2 * h + 1], b1);
+        *reinterpret_cast<__nv_bfloat162*>(out + static_cast<long long>(row) * N + col) =
+            __floats2bfloat162_rn(v0, v1);
+      }
+    }
+  }
 }
 
 // ---- the kernel --------------------------------------------------------------------------------
@@ -220,28 +282,135 @@ __global__ void __launch_bounds__(Config<BM, STAGES>::THREADS, 1)
   wgmma_wait<0>();
   fence_regs(acc);
 
-  // Epilogue: accumulator j*4 + {0,1} is (row g, cols 8j + 2q + {0,1}) of this warp's 16 rows,
-  // j*4 + {2,3} the same columns 8 rows down.
-  const int warp = (threadIdx.x & 127) >> 5;
-  const int g = lane >> 2, q = lane & 3;
-  const int row0 = m0 + c * 64 + warp * 16 + g;
+  store_rows(acc, out, bias, m0 + c * 64, n0, M, N);
+#endif  // sm_90a only; supported() keeps other devices off this kernel
+}
+
+// Persistent variant: gridDim.x CTAs (a multiple of CM; as many as fit at once) walk the tile
+// list with a stride, the producer running ahead across tile boundaries so the next tile's first
+// slices load while the consumers store the last one. With CM = 2, the CTAs of a cluster take
+// row tiles 2i and 2i + 1 of the same column tile: each loads its own A rows and half of the
+// W slice, multicast into both CTAs, so W crosses L2 once per pair. A slot is refilled only when
+// the consumers of every CTA in the cluster have released it (the "empty" barrier counts them
+// all). Same tiles, same per-output chain: same bits as the kernel above.
+template <int STAGES, int CM>
+__global__ void __launch_bounds__(Config<128, STAGES>::THREADS, 1)
+    wgmma_linear_bias_persistent_kernel(const __grid_constant__ CUtensorMap map_a,
+                                        const __grid_constant__ CUtensorMap map_w,
+                                        bf16* __restrict__ out, const bf16* __restrict__ bias,
+                                        int M, int N, int K) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int BM = 128;
+  using C = Config<BM, STAGES>;
+  constexpr int W_PART = C::B_BYTES / CM;  // bytes of W each CTA of a cluster loads per slice
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* base = reinterpret_cast<unsigned char*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  unsigned char* sA = base;
+  unsigned char* sW = base + STAGES * C::A_BYTES;
+  uint64_t* full = reinterpret_cast<uint64_t*>(sW + STAGES * C::B_BYTES);
+  uint64_t* empty = full + STAGES;
+
+  const uint32_t rank = CM > 1 ? cluster_rank() : 0;
+  const int tiles_m = (M + BM - 1) / BM, tiles_n = N / BN;
+  const int ctiles_m = (tiles_m + CM - 1) / CM;  // cluster rows
+  constexpr int CGROUP = GROUP_M / CM;            // cluster rows per L2 group
+  const int ctiles = ctiles_m * tiles_n;
+  const int cluster_id = blockIdx.x / CM, clusters = gridDim.x / CM;
+  const int nk = K / BK;
+  auto tile_origin = [&](int ct, int& m0, int& n0) {
+    const int group = ct / (CGROUP * tiles_n);
+    const int first = group * CGROUP;
+    const int rows = min(CGROUP, ctiles_m - first);
+    const int in_group = ct - group * CGROUP * tiles_n;
+    m0 = ((first + in_group % rows) * CM + static_cast<int>(rank)) * BM;
+    n0 = (in_group / rows) * BN;
+  };
+
+  if (threadIdx.x == 0) {
+    tma_prefetch_map(&map_a);
+    tma_prefetch_map(&map_w);
 #pragma unroll
-  for (int j = 0; j < BN / 8; ++j) {
-    const int col = n0 + 8 * j + 2 * q;
-    const __nv_bfloat162 bb = *reinterpret_cast<const __nv_bfloat162*>(bias + col);
-    const float b0 = __low2float(bb), b1 = __high2float(bb);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row0 + 8 * h;
-      if (row < M) {
-        const float v0 = __fadd_rn(acc[4 * j + 2 * h], b0);
-        const float v1 = __fadd_rn(acc[4 * j + 2 * h + 1], b1);
-        *reinterpret_cast<__nv_bfloat162*>(out + static_cast<long long>(row) * N + col) =
-            __floats2bfloat162_rn(v0, v1);
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], CM * C::CONSUMERS * 4);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  if constexpr (CM > 1) {
+    cluster_sync();
+  } else {
+    __syncthreads();
+  }
+
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    if (threadIdx.x == 0) {
+      uint32_t it = 0;  // slices issued so far, over all tiles
+      for (int ct = cluster_id; ct < ctiles; ct += clusters) {
+        int m0, n0;
+        tile_origin(ct, m0, n0);
+        for (int kt = 0; kt < nk; ++kt, ++it) {
+          const int s = it % STAGES;
+          mbar_wait(&empty[s], ((it / STAGES) & 1) ^ 1);
+          mbar_arrive_expect_tx(&full[s], C::A_BYTES + C::B_BYTES);
+          tma_load_2d(sA + s * C::A_BYTES, &map_a, kt * BK, m0, &full[s]);
+          if constexpr (CM == 1) {
+            tma_load_2d(sW + s * C::B_BYTES, &map_w, kt * BK, n0, &full[s]);
+          } else {
+            tma_load_2d_multicast(sW + s * C::B_BYTES + rank * W_PART, &map_w, kt * BK,
+                                  n0 + static_cast<int>(rank) * (BN / CM), &full[s],
+                                  static_cast<uint16_t>((1u << CM) - 1));
+          }
+        }
       }
     }
+  } else {
+    const int c = wg - 1;
+    const int lane = threadIdx.x & 31;
+    // A consumer warp releases a slot in every CTA of the cluster (lane 0 arrives once per CTA).
+    auto release = [&](uint32_t slice) {
+      if (lane == 0) {
+        const uint32_t local = smem_u32(&empty[slice % STAGES]);
+        if constexpr (CM == 1) {
+          asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(local) : "memory");
+        } else {
+#pragma unroll
+          for (int r = 0; r < CM; ++r) mbar_arrive_cluster(map_to_rank(local, r));
+        }
+      }
+    };
+    uint32_t it = 0;
+    float acc[128];
+    for (int ct = cluster_id; ct < ctiles; ct += clusters) {
+      int m0, n0;
+      tile_origin(ct, m0, n0);
+#pragma unroll
+      for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+      for (int kt = 0; kt < nk; ++kt, ++it) {
+        const int s = it % STAGES;
+        mbar_wait(&full[s], (it / STAGES) & 1);
+        const uint64_t da = desc_k_major_sw128(sA + s * C::A_BYTES + c * 64 * BK * 2);
+        const uint64_t dw = desc_k_major_sw128(sW + s * C::B_BYTES);
+        fence_regs(acc);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) wgmma_m64n256k16(acc, da + 2 * kk, dw + 2 * kk);
+        wgmma_commit();
+        fence_regs(acc);
+        wgmma_wait<1>();
+        fence_regs(acc);
+        if (kt > 0) release(it - 1);
+      }
+      wgmma_wait<0>();
+      fence_regs(acc);
+      release(it - 1);
+      store_rows(acc, out, bias, m0 + c * 64, n0, M, N);
+    }
   }
-#endif  // sm_90a only; supported() keeps other devices off this kernel
+  // No CTA may leave while its partner can still multicast into it or arrive on its barriers.
+  if constexpr (CM > 1) cluster_sync();
+#endif  // sm_90a only
 }
 
 // ---- host side ---------------------------------------------------------------------------------
@@ -307,14 +476,65 @@ inline bool supported(int M, int N, int K, const void* A, const void* W) {
          reinterpret_cast<uintptr_t>(A) % 16 == 0 && reinterpret_cast<uintptr_t>(W) % 16 == 0;
 }
 
-// out (M, N) = bf16(A (M, K) @ W (N, K)^T + bias (N)). Row tiles of 64 up to 64 rows (one
-// consumer warpgroup, a deeper ring: the op reads W at memory speed there), 128 above.
+template <int STAGES, int CM>
+inline void launch_persistent(const bf16* A, const bf16* W, const bf16* bias, bf16* out, int M,
+                              int N, int K, cudaStream_t stream) {
+  using C = Config<128, STAGES>;
+  auto kernel = wgmma_linear_bias_persistent_kernel<STAGES, CM>;
+  static int max_clusters[64] = {};  // clusters that fit at once, per device
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = CM;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.blockDim = dim3(C::THREADS);
+  cfg.dynamicSmemBytes = C::SMEM;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  int fit = device < 64 ? max_clusters[device] : 0;
+  if (fit == 0) {
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
+    TORCH_CHECK(err == cudaSuccess, "wgmma_gemm: cannot reserve ", C::SMEM,
+                " bytes of shared memory: ", cudaGetErrorString(err));
+    int sms = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    cfg.gridDim = dim3(sms / CM * CM);
+    err = cudaOccupancyMaxActiveClusters(&fit, kernel, &cfg);
+    TORCH_CHECK(err == cudaSuccess && fit > 0, "wgmma_gemm: no cluster of ", CM, " CTAs fits: ",
+                cudaGetErrorString(err));
+    if (device < 64) max_clusters[device] = fit;
+  }
+  const int tiles_m = (M + 127) / 128;
+  const int ctiles = (tiles_m + CM - 1) / CM * (N / BN);
+  cfg.gridDim = dim3(min(fit, ctiles) * CM);
+  const CUtensorMap map_a = k_major_map(A, M, K, 128);
+  const CUtensorMap map_w = k_major_map(W, N, K, BN / CM);
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, map_a, map_w, out, bias, M, N, K));
+}
+
+// out (M, N) = bf16(A (M, K) @ W (N, K)^T + bias (N)). `variant` picks the kernel (all give the
+// same bits): 1 = one CTA per tile, 64-row tiles up to 64 rows (one consumer warpgroup, a deeper
+// ring: W is read at memory speed there), 128 above; 2 = persistent, 128-row tiles; 3 = persistent
+// with 2-CTA clusters sharing W; 0 = the default: 1 up to 64 rows, 2 above. On the H200 (issue 13
+// step 2) the clusters did not pay: at T = 2048 variant 3 ran at 1.19x cuBLAS against 1.02x for 2.
 inline void linear_bias(const bf16* A, const bf16* W, const bf16* bias, bf16* out, int M, int N,
-                        int K, cudaStream_t stream) {
-  if (M <= 64) {
-    launch<64, 5>(A, W, bias, out, M, N, K, stream);
+                        int K, int variant, cudaStream_t stream) {
+  TORCH_CHECK(variant >= 0 && variant <= 3, "wgmma_gemm: variant must be 0..3, got ", variant);
+  if (variant == 0) variant = M <= 64 ? 1 : 2;
+  if (variant == 1) {
+    if (M <= 64) {
+      launch<64, 5>(A, W, bias, out, M, N, K, stream);
+    } else {
+      launch<128, 4>(A, W, bias, out, M, N, K, stream);
+    }
+  } else if (variant == 2) {
+    launch_persistent<4, 1>(A, W, bias, out, M, N, K, stream);
   } else {
-    launch<128, 4>(A, W, bias, out, M, N, K, stream);
+    launch_persistent<4, 2>(A, W, bias, out, M, N, K, stream);
   }
 }
 

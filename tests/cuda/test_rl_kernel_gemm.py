@@ -137,16 +137,18 @@ def test_adaln_silu_cast_bitwise_equal_to_eager(adaln):
 
 
 @pytest.mark.skipif(torch.cuda.get_device_capability() != (9, 0), reason="the wgmma forward is sm_90 only")
+@pytest.mark.parametrize("variant", [0, 1, 2, 3])
 @pytest.mark.parametrize("rows", [1, 63, 64, 65, 257, 2048])
-def test_adaln_wgmma_forward_bitwise_equal_to_mma(adaln, rows):
-    """Both forward kernels chain 16-wide k steps in ascending order from 0: the same bits (and
-    whether eager cuBLAS gives them too is printed, not asserted: its kernel choice is its own)."""
+def test_adaln_wgmma_forward_bitwise_equal_to_mma(adaln, rows, variant):
+    """Every wgmma kernel (0: chosen by T; 1: a CTA per tile; 2: persistent; 3: persistent with
+    2-CTA clusters) chains 16-wide k steps in ascending order from 0, as the mma.sync kernel does:
+    the same bits. Whether eager cuBLAS gives them too is printed, not asserted (its choice)."""
     temb = adaln["x"][:rows]
     w, b = adaln["params"]
     rl_kernel_ops.adaln_projection(temb[:1], w, b)  # builds and loads the extension
-    out_w, a_w = torch.ops.rl_kernel_ops.adaln_proj_forward_wgmma(temb, w, b)
+    out_w, a_w = torch.ops.rl_kernel_ops.adaln_proj_forward_wgmma(temb, w, b, variant)
     out_m, a_m = torch.ops.rl_kernel_ops.adaln_proj_forward(temb, w, b)
-    print(f"\nT={rows}: wgmma forward bitwise equal to eager cuBLAS: {bits_equal(out_w, _eager_adaln(temb, w, b))}")
+    print(f"\nT={rows} variant {variant}: equal to eager cuBLAS: {bits_equal(out_w, _eager_adaln(temb, w, b))}")
     assert bits_equal(a_w, a_m)
     assert bits_equal(out_w, out_m)
 

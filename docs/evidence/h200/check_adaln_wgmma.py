@@ -6,7 +6,12 @@ Bitwise checks of `out` (T = 1, 4, 64, 65, 128, 129, 256, 2048, 8192): wgmma vs 
 batch, which runs on the other tile shape). Then forward times of the three (median of CUDA-event
 samples) with TFLOP/s. Weights as in tests/cuda (seed 1), temb from seed 3.
 
-Usage (repository root, PYTHONPATH=.): python docs/evidence/h200/check_adaln_wgmma.py [--json OUT]
+--variant V forces one wgmma kernel (gemm_wgmma_bf16.cuh, linear_bias: 1 one CTA per tile,
+2 persistent, 3 persistent with 2-CTA clusters; 0, the default, chooses by T). Exit status 1 when
+a check fails.
+
+Usage (repository root, PYTHONPATH=.):
+    python docs/evidence/h200/check_adaln_wgmma.py [--json OUT] [--variant V]
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ def differing(a: torch.Tensor, b: torch.Tensor) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--variant", type=int, default=0)
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     _build.load_extension()
@@ -51,11 +57,11 @@ def main() -> None:
     w = rn(1, 8, (N, D), torch.bfloat16, D**-0.5)
     b = rn(1, 9, (N,), torch.bfloat16, 0.02)
     pool = rn(3, 7, (max(SIZES), D), torch.float32)
-    wg = lambda t: ops.adaln_proj_forward_wgmma(t, w, b)[0]  # noqa: E731
+    wg = lambda t: ops.adaln_proj_forward_wgmma(t, w, b, args.variant)[0]  # noqa: E731
     mma = lambda t: ops.adaln_proj_forward(t, w, b)[0]  # noqa: E731
     eager = lambda t: F.linear(F.silu(t).to(torch.bfloat16), w, b)  # noqa: E731
 
-    report: dict = {**machine(), "bitwise": {}, "batch_invariance": {}, "timing_fwd_us": {}}
+    report: dict = {**machine(), "variant": args.variant, "bitwise": {}, "batch_invariance": {}, "timing_fwd_us": {}}
     ok = True
     for T in SIZES:
         t = pool[:T]
@@ -102,15 +108,16 @@ def main() -> None:
         row["ratio_wgmma_vs_cublas"] = row["wgmma"]["us"] / row["cublas"]["us"]
         report["timing_fwd_us"][str(T)] = row
         print(
-            f"fwd T={T:5d}  wgmma {row['wgmma']['us']:9.1f} us ({row['wgmma']['tflops']:6.1f} TFLOP/s)  "
+            f"v{args.variant} fwd T={T:5d}  wgmma {row['wgmma']['us']:9.1f} us ({row['wgmma']['tflops']:6.1f} TFLOP/s)  "
             f"mma {row['mma']['us']:9.1f} us ({row['mma']['tflops']:6.1f})  cuBLAS {row['cublas']['us']:9.1f} us "
             f"({row['cublas']['tflops']:6.1f})  wgmma/cuBLAS x{row['ratio_wgmma_vs_cublas']:.3f}",
             flush=True,
         )
     report["all_checks_pass"] = bool(ok)
-    print(f"ALL CHECKS PASS: {ok}")
+    print(f"variant {args.variant}: ALL CHECKS PASS: {ok}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
+    sys.exit(0 if ok else 1)
 
 
 if __name__ == "__main__":
