@@ -87,7 +87,8 @@ def _decide(cases: dict[str, CaseComparison | Unavailable]) -> tuple[BitwiseVerd
     order = list(dict.fromkeys(t for _, cmp in ran for t in comparisons(cmp)))
     firsts = _join(f"{t} from case {stable[t]}" for t in order if t in stable)
     if any(t.startswith("out") for t in stable):
-        return "differs", f"{firsts}{gaps}"
+        also = f"; not repeatable: {_join(t for t in order if t in noisy)}" if noisy else ""
+        return "differs", f"{firsts}{also}{gaps}"
     if noisy:
         detail = f"{_join(t for t in order if t in noisy)} not repeatable (up to {max(noisy.values()):,} elements differ between runs)"
         return "nondeterministic", detail + (f"; stable differences: {firsts}" if stable else "") + gaps

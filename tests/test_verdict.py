@@ -120,3 +120,11 @@ def test_a_missing_case_keeps_an_otherwise_equal_candidate_from_being_reusable()
         vs["32768"] = {"unavailable": "OutOfMemoryError: planted"}
     [v] = bitwise_verdicts(_gate_residual_with(mutate).root)
     assert v.verdict == "unavailable" and "case 32768 unavailable: OutOfMemoryError: planted" in v.detail
+
+
+def test_differs_still_names_the_tensors_that_are_not_repeatable():
+    def mutate(vs):
+        vs["257"]["out"][0].update(equal=False, differ=3, max_abs=1.0)
+        vs["257"]["grads"]["gate"] |= {"repeatable": False, "repeat_differ": 9}
+    [v] = bitwise_verdicts(_gate_residual_with(mutate).root)
+    assert v.verdict == "differs" and v.detail == "out from case 257, dgate from case 4097; not repeatable: dgate"
