@@ -171,16 +171,22 @@ def test_sglang_modes_pin_the_deepgemm_switch():
 # --- vLLM: the batch-invariant module under either path, found in a stand-in package's file layout ---
 
 
+@pytest.fixture
+def forget_vllm():
+    """The stand-in vLLM leaves with the test that imported it."""
+    yield
+    for name in [n for n in sys.modules if n.split(".")[0] == "vllm"]:
+        del sys.modules[name]
+
+
 @pytest.mark.parametrize("path", adapters.vllm.MODULES)
-def test_vllm_mode_accepts_either_module_path(path, tmp_path, monkeypatch):
+def test_vllm_mode_accepts_either_module_path(path, tmp_path, monkeypatch, forget_vllm):
     if installed("vllm"):
         pytest.skip("vllm is installed here")
     module_file = tmp_path.joinpath(*path.split(".")).with_suffix(".py")
     module_file.parent.mkdir(parents=True)
     module_file.write_text("def enable_batch_invariant_mode():\n    pass\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(sys, "modules", dict(sys.modules))  # the stand-in leaves with the test
-    importlib.invalidate_caches()
     monkeypatch.setattr(adapters.vllm, "MODULE", shipped_module(adapters.vllm.MODULES))
     assert adapters.vllm.MODULE == path
     assert get_mode("vllm").problem() is None
