@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # H200 evidence for the library adapters and their batch-invariant norms (issue 11). Run from the
-# repository root on the GPU machine, one step per command, on one warm machine (what /tmp/site
-# holds is lost when the machine is given back):
-#   bash docs/evidence/h200/collect_adapters.sh OUT setup          # ~1 min: CuTe wheels, import checks, audit list
-#   bash docs/evidence/h200/collect_adapters.sh OUT norm_modulate  # ~5 min: bitwise + prior-art, every candidate
-#   bash docs/evidence/h200/collect_adapters.sh OUT gate_residual  # ~3 min: the same with sglang_fused_residual
-#   bash docs/evidence/h200/collect_adapters.sh OUT modes          # ~3 min: adaln_projection under the SGLang/Megatron modes
+# repository root on the GPU machine, one step per command, all on one warm machine (what
+# /tmp/site holds is lost when the machine is given back); each step stays well under 10 minutes:
+#   bash docs/evidence/h200/collect_adapters.sh OUT setup                   # CuTe wheels, import checks, audit list
+#   bash docs/evidence/h200/collect_adapters.sh OUT run norm_modulate       # bitwise report, every candidate
+#   bash docs/evidence/h200/collect_adapters.sh OUT prior-art norm_modulate # prior-art report, every candidate
+#   (the same two for gate_residual, with sglang_fused_residual)
+#   bash docs/evidence/h200/collect_adapters.sh OUT modes                   # adaln_projection under the SGLang/Megatron modes
 # Before `setup`, one command carrying .whl (../shared/wheelhouse.sh) and .cute1 (../shared/cute-wheels.sh)
 # must have run `mkdir -p /root/cute && cp .cute1/* /root/cute/`; `setup` carries .cute2 and runs
 # within 30 s of it. Without .cute2 the CuTe-DSL candidates stay unavailable with their import error.
 set -uo pipefail
-out=${1:?output directory}; step=${2:?setup, norm_modulate, gate_residual or modes}
+out=${1:?output directory}; step=${2:?setup, run, prior-art or modes}; op=${3:-norm_modulate}
 mkdir -p "$out"
 export PYTHONPATH=/tmp/site:/tmp/site/nvidia_cutlass_dsl/python_packages:$PWD PYTHONUNBUFFERED=1 COLUMNS=200
 [ -d /tmp/site/sglang ] || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
@@ -35,9 +36,8 @@ PY
       python3 -c "import torch,sys; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'python', sys.version.split()[0])"
       git rev-parse --short HEAD 2>/dev/null; } > "$out/machine.txt"
     record audit_list_cuda list --device cuda ;;
-  norm_modulate|gate_residual)
-    record "run_$step" run --op "$step" --device cuda --out "$out" --timeout 500
-    record "prior_art_$step" prior-art --op "$step" --device cuda --out "$out" --timeout 500 ;;
+  run|prior-art)
+    record "${step/-/_}_$op" "$step" --op "$op" --device cuda --out "$out" --timeout 500 ;;
   modes)
     record run_adaln_modes run --op adaln_projection --device cuda --out "$out" --timeout 400 \
       --mode plain --mode sglang --mode sglang_deepgemm --mode megatron_deepgemm --mode megatron_te_native ;;
