@@ -8,8 +8,9 @@ and gradients reach those inputs.
 - gate_residual: the block's ``residual + gate.index_select(0, idx) * y``.
 - timestep_mlp: ``TimestepEmbedding(256, 5376, out_dim=2688)`` in FP32.
 - adaln_projection: ``MiniMaxH3AdaLayerNormModulation(2688, 5376)`` (SiLU at temb's FP32, cast to
-  the BF16 weight dtype, linear); its six (3T, H) chunks are concatenated back into the (T, 18H)
-  projection, which is a copy of the same bits.
+  the BF16 weight dtype, linear). The module returns six (3T, H) chunks, views of its linear
+  layer's (T, 18H) output; a forward hook on ``module.linear`` hands back that output itself (the
+  same bits as the chunks put back together), so the timing holds no copy.
 Where the installed diffusers has no MiniMax-H3, the same tensor ops are replayed op for op and
 ``source`` says so. The GEMM ops run in every mode, as ``diffusers[MODE]``.
 """
@@ -91,6 +92,13 @@ def norm_modulate(t: dict[str, torch.Tensor]) -> torch.Tensor:
         normed = F.rms_norm(t["x"], (HIDDEN,), t["w"], EPS)
     else:
         normed = functional_call(norm, {"weight": t["w"]}, (t["x"],))
+    return modulate(normed, t)
+
+
+def modulate(normed: torch.Tensor, t: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The block's modulation of a normalised (S, H) row block by the case's tables, in its own
+    words: ``norm * (1.0 + scale.index_select(0, idx)) + shift.index_select(0, idx)``. The other
+    norm_modulate candidates built from a library norm modulate with it too."""
     idx = t["idx"]
     return normed * (1.0 + t["sc"].index_select(0, idx)) + t["sh"].index_select(0, idx)
 
@@ -129,5 +137,10 @@ def adaln_projection(t: dict[str, torch.Tensor]) -> torch.Tensor:
     module = _adaln_modulation()
     if module is None:
         return F.linear(F.silu(temb).to(t["w"].dtype), t["w"], t["b"])
-    chunks = functional_call(module, {"linear.weight": t["w"], "linear.bias": t["b"]}, (temb,))
-    return torch.cat(chunks, dim=-1).view(temb.shape[0], -1)
+    projected: list[torch.Tensor] = []
+    hook = module.linear.register_forward_hook(lambda linear, args, out: projected.append(out))
+    try:
+        functional_call(module, {"linear.weight": t["w"], "linear.bias": t["b"]}, (temb,))
+    finally:
+        hook.remove()
+    return projected[0]

@@ -11,12 +11,13 @@ row, so it only ever receives (S, H) rows, one per token (``liger_rows`` checks 
 ``in_place=False``: Liger's default writes dx into the upstream-gradient buffer, which the runner
 reuses for every candidate.
 
-Expected, not assumed (the report decides): the forward keeps the normalised row and the
-modulation in FP32 and rounds once, where eager rounds every step, and its row sum is Triton's
-tree reduction, so bitwise equality with eager is not expected; the per-row forward and dx do not
-depend on the other rows; dw is folded from one FP32 partial per program, with the rows split
-over the SM count, so it can depend on the row count; sh and sc gradients are Liger's per-token
-rows summed by the gather's backward.
+Expected, not assumed (the report decides): in "llama" casting mode the forward rounds
+``x * rstd`` to BF16 before multiplying by W, then keeps ``* w * (1 + scale) + shift`` in FP32 and
+rounds again at the store (two roundings, where eager rounds after every step), and its row sum
+is Triton's tree reduction, so bitwise equality with eager is not expected; the per-row forward
+and dx do not depend on the other rows; dw is folded from one FP32 partial per program, with the
+rows split over the SM count, so it can depend on the row count; sh and sc gradients are Liger's
+per-token rows summed by the gather's backward.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 A candidate declares its report name, the op it serves, how its ``source`` string is built, which
 of the op's inputs it differentiates, what it must import, whether it needs CUDA, and whether it
-runs in every mode (reported as ``name[mode]``) or in plain mode only. Its function maps the op's
+runs in every mode (reported as ``name[mode]``) or in one mode only (plain, unless it names the
+mode whose process environment it needs). Its function maps the op's
 input tensors (leaves, ``requires_grad`` set on the inputs it differentiates) to its output(s);
 the runner does the backward pass with the case's fixed upstream gradient.
 """
@@ -14,6 +15,7 @@ import importlib.metadata
 import importlib.util
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -24,8 +26,10 @@ ADAPTER_MODULES = (
     "adapters.pytorch",
     "adapters.rl_kernel",
     "adapters.liger",
+    "adapters.megatron",
     "adapters.sglang",
     "adapters.transformer_engine",
+    "adapters.vllm",
 )
 PLUGINS_ENV = "AUDIT_PLUGINS"  # comma-separated extra modules that register candidates
 
@@ -40,7 +44,8 @@ class Candidate:
     requires: tuple[str, ...] = ()  # importable modules, checked before the candidate runs
     cuda_only: bool = False
     min_capability: tuple[int, int] | None = None
-    all_modes: bool = False  # runs under every mode as name[mode]; otherwise plain only
+    all_modes: bool = False  # runs under every mode as name[mode]; otherwise in ``mode`` only
+    mode: str = "plain"  # the one mode a candidate that is not all_modes runs in
     computes: str | None = None  # candidate whose computation this one implements, evaluated in
     # FP64 as its accuracy reference; None: the op's first reference (diffusers)
 
@@ -48,7 +53,7 @@ class Candidate:
         return f"{self.name}[{mode}]" if self.all_modes else self.name
 
     def runs_in(self, mode: str) -> bool:
-        return self.all_modes or mode == "plain"
+        return self.all_modes or mode == self.mode
 
 
 _REGISTRY: dict[tuple[str, str], Candidate] = {}
@@ -114,6 +119,18 @@ def import_problem(module: str) -> str | None:
     except Exception as exc:  # any failure to import makes the candidate unavailable, with the text
         return f"import {module} failed: {error_text(exc)}"
     return None
+
+
+def shipped_module(modules: tuple[str, ...]) -> str:
+    """The first of ``modules`` (all in one top-level package) whose source file the installed
+    package ships, found without importing anything; the first of them when none is found."""
+    spec = importlib.util.find_spec(modules[0].split(".")[0])
+    roots = spec.submodule_search_locations if spec and spec.submodule_search_locations else ()
+    for module in modules:
+        rel = Path(*module.split(".")[1:]).with_suffix(".py")
+        if any((Path(root) / rel).is_file() for root in roots):
+            return module
+    return modules[0]
 
 
 def unavailable_reason(c: Candidate, device: torch.device) -> str | None:

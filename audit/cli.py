@@ -77,9 +77,9 @@ def _check_selection(op: str, mode: Optional[list[str]], candidate: Optional[lis
 
 
 def _modes_for(spec, mode: Optional[list[str]]) -> list[str]:
-    """Row ops run in plain mode only; GEMM ops in every selected mode."""
+    """The selected modes ``spec`` runs in (``Mode.runs``)."""
     modes = list(mode) if mode else list(MODES)
-    return [m for m in modes if spec.kind == "gemm" or m == "plain"]
+    return [m for m in modes if MODES[m].runs(spec)]
 
 
 def _resolve_device(device: Device):
@@ -422,7 +422,7 @@ def list_(device: Annotated[Device, typer.Option(help="Device to judge availabil
         for c in candidates_for(spec.name):
             reason = unavailable_reason(c, dev)
             grads = ", ".join(spec.grads if c.grads is None else c.grads) or "none (forward only)"
-            cands.add_row(spec.name, c.name, "all" if c.all_modes else "plain", grads,
+            cands.add_row(spec.name, c.name, "all" if c.all_modes else c.mode, grads,
                           "[green]yes[/]" if reason is None else f"[grey50]no: {escape(reason)}[/]")
     console.print(cands)
     modes = Table(title="modes", title_justify="left")

@@ -19,6 +19,8 @@ LIBRARIES = (
     "vllm",
     "flashinfer-python",
     "sglang",
+    "nvidia-cutlass-dsl",  # SGLang's CuTe-DSL kernels
+    "deep_gemm",  # the sglang_deepgemm and megatron_deepgemm modes
     "liger-kernel",
     "transformer_engine",
     "megatron-core",

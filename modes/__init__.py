@@ -6,12 +6,18 @@ environment gets ``env`` before torch starts; the worker then calls ``enable`` (
 ``"module:function"`` path taking the Mode and returning a description of what it switched on, or
 raising when the installed library cannot provide the mode). ``disable`` (same form) switches it
 off again where the library offers that; the FP64 references of the prior-art report need it.
+
+A mode with ``ops`` is no library switch but the process environment a few candidates need (a
+library that reads a variable once per process); only those candidates, which name the mode, run
+in it.
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
+
+from audit.ops import OpSpec
 
 
 @dataclass(frozen=True)
@@ -24,6 +30,15 @@ class Mode:
     disable: str | None = None
     variant: str | None = None  # library-specific flavour, e.g. Megatron's backend
     requires: tuple[str, ...] = ()  # modules that must import for the mode to be possible
+    ops: tuple[str, ...] | None = None  # None: a library mode, run by every GEMM op; otherwise the
+    # process environment of candidates of these ops that name this mode
+
+    def runs(self, op: OpSpec) -> bool:
+        """Whether ``op`` runs in this mode: GEMM ops in plain and every library mode, row ops in
+        plain mode only; a mode made for some candidates (``ops`` set) runs just those ops."""
+        if self.ops is not None:
+            return op.name in self.ops
+        return op.kind == "gemm" or self.name == "plain"
 
     def problem(self) -> str | None:
         """Why this mode cannot run here, judged by importing what it needs without switching it on
@@ -48,6 +63,10 @@ class Mode:
 
 
 _IEEE = {"TRITON_F32_DEFAULT": "ieee"}
+# SGLang sends bf16 mm to DeepGEMM on sm_90+ when deep_gemm imports, unless this is "0" (read at import)
+SGLANG_DEEPGEMM = "SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_DEEPGEMM"
+_SGLANG = dict(library="sglang", enable="adapters.sglang:enable_mode", disable="adapters.sglang:disable_mode")
+_MEGATRON = dict(library="megatron-core", enable="adapters.megatron:enable_mode", disable="adapters.megatron:disable_mode")
 
 MODES: dict[str, Mode] = {
     m.name: m
@@ -58,51 +77,49 @@ MODES: dict[str, Mode] = {
             "vLLM batch-invariant mode (cuBLAS kept for matmul on sm_90+, mean/softmax/bmm overridden)",
             env={"CUBLAS_WORKSPACE_CONFIG": ":16:8", "CUBLASLT_WORKSPACE_SIZE": "1"},
             library="vllm",
-            requires=("vllm.model_executor.determinism.batch_invariant",),
             enable="adapters.vllm:enable_mode",
         ),
         Mode(
             "sglang",
             "SGLang batch-invariant ops (Triton persistent matmul, mean, log_softmax)",
-            library="sglang",
-            requires=("sglang.srt.batch_invariant_ops",),
-            enable="adapters.sglang:enable_mode",
-            disable="adapters.sglang:disable_mode",
+            env={SGLANG_DEEPGEMM: "0"},
+            **_SGLANG,
         ),
         Mode(
             "sglang_ieee",
             "SGLang batch-invariant ops with Triton's FP32 dot in IEEE",
-            env=dict(_IEEE),
-            library="sglang",
-            requires=("sglang.srt.batch_invariant_ops",),
-            enable="adapters.sglang:enable_mode",
-            disable="adapters.sglang:disable_mode",
+            env={SGLANG_DEEPGEMM: "0", **_IEEE},
+            **_SGLANG,
+        ),
+        Mode(
+            "sglang_deepgemm",
+            "SGLang batch-invariant ops, bf16 mm through DeepGEMM (Triton for other dtypes)",
+            env={SGLANG_DEEPGEMM: "1"},
+            **_SGLANG,
         ),
         Mode(
             "megatron_te_native",
             "Megatron batch-invariant mode, TE-native backend",
             env={"CUBLASLT_WORKSPACE_SIZE": "0"},
-            library="megatron-core",
-            enable="adapters.megatron:enable_mode",
-            disable="adapters.megatron:disable_mode",
             variant="te_native",
+            **_MEGATRON,
         ),
-        Mode(
-            "megatron_triton",
-            "Megatron batch-invariant mode, Triton backend",
-            library="megatron-core",
-            enable="adapters.megatron:enable_mode",
-            disable="adapters.megatron:disable_mode",
-            variant="triton",
-        ),
+        Mode("megatron_deepgemm", "Megatron batch-invariant mode, DeepGEMM backend", variant="deepgemm", **_MEGATRON),
+        Mode("megatron_triton", "Megatron batch-invariant mode, Triton backend", variant="triton", **_MEGATRON),
         Mode(
             "megatron_triton_ieee",
             "Megatron batch-invariant mode, Triton backend, IEEE FP32 dot",
             env=dict(_IEEE),
-            library="megatron-core",
-            enable="adapters.megatron:enable_mode",
-            disable="adapters.megatron:disable_mode",
             variant="triton",
+            **_MEGATRON,
+        ),
+        Mode(
+            "te_cudnn",
+            "Transformer Engine's normalization through cuDNN (read once per process), for transformer_engine_cudnn",
+            env={"NVTE_NORM_FWD_USE_CUDNN": "1", "NVTE_NORM_BWD_USE_CUDNN": "1"},
+            library="transformer_engine",
+            requires=("transformer_engine.pytorch",),
+            ops=("norm_modulate",),
         ),
     )
 }

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from modes import MODES, SGLANG_DEEPGEMM
 from reports.io import load_report
 
 REPO = Path(__file__).resolve().parent.parent
@@ -63,7 +64,8 @@ def test_norm_modulate_on_cpu_end_to_end(tmp_path):
     report = load_report(path).root
     data = json.loads(path.read_text())
     assert report.environment.gpu is None and report.environment.capability is None
-    assert report.environment.mode_environment == {"plain": {}}
+    # plain, and the process the te_cudnn candidate needs (which cannot run here either)
+    assert report.environment.mode_environment == {"plain": {}, "te_cudnn": MODES["te_cudnn"].env}
     assert report.environment.tf32 is False
     assert report.cases == [1, 257, 4097] and set(data["inputs_sha256"]) == {"1", "257", "4097"}
     results = data["results"]
@@ -76,7 +78,8 @@ def test_norm_modulate_on_cpu_end_to_end(tmp_path):
     assert set(results["torch_rms_norm"]["vs diffusers"]["257"]["grads"]) == {"x", "w"}
     assert set(results["rl_kernel"]["vs diffusers"]["257"]["grads"]) == {"x", "w", "sh", "sc"}
     # ... and the GPU-only ones say why they did not run
-    for name in ("liger", "liger_rlk_gather", "sglang", "transformer_engine"):
+    for name in ("liger", "liger_rlk_gather", "sglang", "sglang_bi_rmsnorm", "megatron_bi_rmsnorm", "vllm_bi_rmsnorm",
+                 "transformer_engine", "te_rmsnorm_full", "transformer_engine_cudnn"):
         assert "unavailable" in results[name], name
     assert "diffusers vs rl_kernel" in done.stdout and "verdicts" in done.stdout
 
@@ -119,11 +122,16 @@ def test_a_gemm_op_runs_every_mode_in_its_own_process_with_the_seeds_environment
     assert done.returncode == 0, done.stderr
     data = json.loads(out.read_text())
     seed = json.loads((REPO / "tests" / "fixtures" / "h3_bitwise_reuse.timestep_mlp.json").read_text())
-    assert data["environment"]["mode_environment"] == seed["environment"]["mode_environment"]
-    assert set(data["results"]) == set(seed["results"])
+    ours = data["environment"]["mode_environment"]
+    # every library mode; the seed's modes with the seed's variables, plus the SGLang DeepGEMM pin
+    assert list(ours) == [m for m, mode in MODES.items() if mode.ops is None]
+    unpinned = {m: {k: v for k, v in env.items() if k != SGLANG_DEEPGEMM} for m, env in ours.items()}
+    assert {m: unpinned[m] for m in seed["environment"]["mode_environment"]} == seed["environment"]["mode_environment"]
+    assert set(data["results"]) == {"rl_kernel"} | {f"diffusers[{m}]" for m in ours}
+    assert set(seed["results"]) < set(data["results"])
     plain = data["results"]["diffusers[plain]"]["vs rl_kernel"]["1"]
     assert set(plain["grads"]) == {"x", "w1", "b1", "w2", "b2"}
-    for mode in ("vllm", "sglang", "sglang_ieee", "megatron_te_native", "megatron_triton", "megatron_triton_ieee"):
+    for mode in ours:
         entry = data["results"][f"diffusers[{mode}]"]
         if "unavailable" in entry:  # the library is not installed here: the reason says so
             assert f"mode {mode} cannot be switched on" in entry["unavailable"]
