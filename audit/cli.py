@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import json
+import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from modes import MODES
+from reports.io import MAX_REPORT_MB
 
 from .ops import OPS
+from .terminal import console_for
 
 app = typer.Typer(
     help="Audit whether library kernels for MiniMax-H3 conditioning operators give bitwise the same "
@@ -25,8 +27,8 @@ app = typer.Typer(
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err = Console(stderr=True)
+console = console_for(sys.stdout)
+err = console_for(sys.stderr)
 
 
 class Device(str, Enum):
@@ -209,21 +211,30 @@ def _use_megatron_src(path: Optional[Path]) -> Optional[str]:
     return source_commit()
 
 
+MaxSize = Annotated[float, typer.Option("--max-size", min=0.001, help="Largest report file to read, in MB.")]
+
+
+def _load_or_exit(path: Path, max_size: float):
+    """The validated report at ``path``; otherwise one line on stderr and exit status 2."""
+    from reports.io import ReportError, load_report
+
+    try:
+        return load_report(path, max_size)
+    except ReportError as exc:
+        err.print(f"[red]{escape(str(exc))}[/]")
+        raise typer.Exit(2)
+
+
 @app.command()
 def plot(
     file: Annotated[Path, typer.Argument(help="A report of either kind.")],
     out: Annotated[Optional[Path], typer.Option(help="PNG to write. Default: the report's name with .png.")] = None,
+    max_size: MaxSize = MAX_REPORT_MB,
 ) -> None:
     """Draw a report (needs matplotlib: pip install '.[plot]'). Prior-art: latency against rows
     (log-log), error against FP64, and each implementation's verdict. Bitwise: a candidate x case
     grid coloured by how many elements differ."""
-    from reports.io import ReportError, load_report
-
-    try:
-        report = load_report(file)
-    except ReportError as exc:
-        err.print(f"[red]{escape(str(exc))}[/]")
-        raise typer.Exit(2)
+    report = _load_or_exit(file, max_size)
     try:
         from reports.plot import plot_report
     except ImportError as exc:
@@ -238,17 +249,13 @@ def plot(
 def show(
     files: Annotated[list[Path], typer.Argument(help="Report files of either kind.")],
     format: Annotated[Format, typer.Option("--format", "-f", help="table (rich), markdown (for CI summaries) or json.")] = Format.table,
+    max_size: MaxSize = MAX_REPORT_MB,
 ) -> None:
     """Render reports: diff tables for bitwise reports, verdict tables for prior-art reports."""
-    from reports.io import ReportError, load_report
     from reports.render import print_report, to_markdown
 
     for path in files:
-        try:
-            report = load_report(path)
-        except ReportError as exc:
-            err.print(f"[red]{escape(str(exc))}[/]")
-            raise typer.Exit(2)
+        report = _load_or_exit(path, max_size)
         if format is Format.table:
             print_report(report, console)
         elif format is Format.markdown:
@@ -258,14 +265,17 @@ def show(
 
 
 @app.command()
-def validate(files: Annotated[list[Path], typer.Argument(help="Report files to check against the schema.")]) -> None:
+def validate(
+    files: Annotated[list[Path], typer.Argument(help="Report files to check against the schema.")],
+    max_size: MaxSize = MAX_REPORT_MB,
+) -> None:
     """Exit 0 when every file is a valid report; otherwise exit 1 naming each offending field by its JSON path."""
     from reports.io import ReportError, load_report
 
     bad = False
     for path in files:
         try:
-            report = load_report(path)
+            report = load_report(path, max_size)
         except ReportError as exc:
             bad = True
             for where, msg in exc.problems:

@@ -128,6 +128,35 @@ def sections(report: Report) -> list[Section]:
     return bitwise_sections(r) if isinstance(r, BitwiseReport) else prior_art_sections(r)
 
 
+TERMINAL_ROWS = 1000  # rows per table in the terminal; Markdown and JSON always have every row
+
+
+def _hidden_note(hidden: list[list[Cell]]) -> str:
+    flagged = sum(any(c.status in ("bad", "na") for c in row) for row in hidden)
+    return (f"{len(hidden):,} more rows not shown ({flagged:,} of them differ or are unavailable); "
+            "--format markdown or json lists every row")
+
+
+def _table(s: Section) -> Table:
+    """A section as a rich table of at most TERMINAL_ROWS rows. A column is never narrower than its
+    longest word, so a number or a name is never broken across lines."""
+    shown, hidden = s.rows[:TERMINAL_ROWS], s.rows[TERMINAL_ROWS:]
+    note = "\n".join(n for n in (s.note, hidden and _hidden_note(hidden)) if n)
+    table = Table(
+        title=Text(s.title, style="bold"),
+        caption=Text(note, style="dim") if note else None,
+        title_justify="left",
+        caption_justify="left",
+    )
+    rows = [row + [Cell("")] * (len(s.columns) - len(row)) for row in shown]
+    for i, col in enumerate(s.columns):
+        longest = max((len(w) for text in [col, *(r[i].text for r in rows)] for w in text.split()), default=1)
+        table.add_column(col, overflow="fold", min_width=longest)
+    for row in rows:
+        table.add_row(*(Text(c.text, style=STYLE[c.status]) for c in row))
+    return table
+
+
 def to_rich(report: Report) -> Group:
     parts = []
     for s in sections(report):
@@ -136,18 +165,7 @@ def to_rich(report: Report) -> Group:
             if s.note:
                 parts.append(Text(s.note, style="dim"))
             continue
-        table = Table(
-            title=Text(s.title, style="bold"),
-            caption=Text(s.note, style="dim") if s.note else None,
-            title_justify="left",
-            caption_justify="left",
-        )
-        for col in s.columns:
-            table.add_column(col, overflow="fold")
-        for row in s.rows:
-            cells = row + [Cell("")] * (len(s.columns) - len(row))
-            table.add_row(*(Text(c.text, style=STYLE[c.status]) for c in cells))
-        parts.append(table)
+        parts.append(_table(s))
     return Group(*parts)
 
 

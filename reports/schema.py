@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel, model_serializer, model_validator
 
 CaseKey = Annotated[str, Field(pattern=r"^[0-9]+$")]
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]  # NaN, Infinity and 1e400 are not values
+Count = Annotated[int, Field(ge=0)]
 
 
 class Strict(BaseModel):
@@ -31,15 +33,17 @@ class Cmp(Strict):
     both sides. ``error`` is set (and ``max_abs`` null) when shapes or dtypes do not match."""
 
     equal: bool
-    differ: int = Field(ge=0)
-    numel: int = Field(ge=0)
-    max_abs: float | None
+    differ: Count
+    numel: Count
+    max_abs: FiniteFloat | None
     error: str | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> "Cmp":
         if self.equal != (self.differ == 0) and self.error is None:
             raise ValueError("equal must be true exactly when differ is 0")
+        if self.differ > self.numel and self.error is None:
+            raise ValueError(f"differ ({self.differ}) cannot exceed numel ({self.numel})")
         return self
 
     @model_serializer(mode="wrap")
@@ -120,9 +124,9 @@ class RowsDiffer(Strict):
 
 
 class SubBatches(Strict):
-    full_batch: int
+    full_batch: Count
     sub_batch_sizes: list[int]
-    sub_batches: int
+    sub_batches: Count
     fwd_differ: int = Field(ge=0)
     rowgrad_differ: int = Field(ge=0)
 
@@ -137,7 +141,7 @@ class SweepFailure(Strict):
 class BatchSizeSweep(Strict):
     batch_sizes: list[int]
     probe_rows: list[int]
-    comparisons: int
+    comparisons: Count
     differ: int = Field(ge=0)
     first_failures: list[SweepFailure] = Field(max_length=8)
 
