@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from modes import MODES
@@ -43,6 +43,50 @@ class Format(str, Enum):
     json = "json"
 
 
+def _usage_error(message: str) -> typer.Exit:
+    """Print ``message`` as one line on stderr; the returned Exit (status 2) is for ``raise``."""
+    err.print(f"[red]error: {escape(message)}[/]")
+    return typer.Exit(2)
+
+
+def _seconds(value: float) -> float:
+    if not value > 0:  # also refuses nan
+        raise typer.BadParameter(f"{value} is not a number of seconds greater than 0")
+    return value
+
+
+Timeout = Annotated[float, typer.Option(callback=_seconds, help="Seconds one mode process may run before it is stopped (> 0).")]
+InheritEnv = Annotated[Optional[list[str]], typer.Option("--inherit-env", metavar="NAME", help="Keep this numerics variable (e.g. CUBLAS_WORKSPACE_CONFIG) from the shell in every mode process and record it; repeatable. Otherwise such variables are removed.")]
+
+
+def _check_inherited(names: Optional[list[str]]) -> tuple[str, ...]:
+    import os
+
+    missing = [n for n in names or [] if n not in os.environ]
+    if missing:
+        raise _usage_error(f"--inherit-env: {', '.join(missing)} not set in this shell")
+    return tuple(dict.fromkeys(names or []))
+
+
+def _report_paths(out: Optional[Path], ops: list[str], kind: str) -> dict[str, Path]:
+    from .paths import OutputPathError, report_paths
+
+    try:
+        return report_paths(out, ops, kind)
+    except OutputPathError as exc:
+        raise _usage_error(f"--out: {exc}") from None
+
+
+def _load_adapters() -> None:
+    """Register every candidate; a bad $AUDIT_PLUGINS module is a usage error naming it."""
+    from .candidates import PluginError, load_adapters
+
+    try:
+        load_adapters()
+    except PluginError as exc:
+        raise _usage_error(str(exc)) from None
+
+
 def _check_names(kind: str, given: list[str], valid: list[str]) -> None:
     unknown = [g for g in given if g not in valid]
     if unknown:
@@ -53,6 +97,7 @@ def _check_selection(op: str, mode: Optional[list[str]], candidate: Optional[lis
     """The ops selected; unknown op, mode or candidate names are a usage error (status 2)."""
     from .candidates import candidates_for
 
+    _load_adapters()
     ops = list(OPS) if op == "all" else [op]
     _check_names("op", ops, list(OPS))
     _check_names("mode", mode or [], list(MODES))
@@ -78,17 +123,6 @@ def _resolve_device(device: Device):
     return torch.device(device.value)
 
 
-def _output_path(out: Optional[Path], op: str, several: bool, kind: str) -> Path:
-    name = f"{kind}.{op}.json"
-    if out is None:
-        return Path("audit-reports") / name
-    if out.suffix == ".json" and not several:
-        return out
-    if out.suffix == ".json":
-        raise typer.BadParameter("several ops write several reports: give a directory", param_hint="--out")
-    return out / name
-
-
 @app.command()
 def run(
     op: Annotated[str, typer.Option("--op", help=f"Op to audit, or 'all': {', '.join(OPS)}.")] = "all",
@@ -97,7 +131,8 @@ def run(
     candidate: Annotated[Optional[list[str]], typer.Option("--candidate", help="Candidate to run (plus the references); repeatable. Default: all.")] = None,
     device: Annotated[Device, typer.Option(help="Where candidates run; auto picks cuda when visible.")] = Device.auto,
     out: Annotated[Optional[Path], typer.Option(help="Report file (one op) or directory. Default: audit-reports/.")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds one mode process may run before it is stopped.")] = 3600.0,
+    timeout: Timeout = 3600.0,
+    inherit_env: InheritEnv = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print no tables, only where the reports went.")] = False,
 ) -> None:
     """Run the bitwise-reuse audit: every mode in its own subprocess, every candidate and case
@@ -109,22 +144,28 @@ def run(
     ops = _check_selection(op, mode, candidate)
     if case and any(c < 1 for c in case):
         raise typer.BadParameter("a case is a number of rows, at least 1", param_hint="--case")
+    paths = _report_paths(out, ops, "h3_bitwise_reuse")
+    inherited = _check_inherited(inherit_env)
     dev = _resolve_device(device)
     plans = []
     for name in ops:
         spec = get_op(name)
-        cases = list(case) if case else list(spec.cpu_cases if dev.type == "cpu" else spec.cases)
+        cases = list(dict.fromkeys(case)) if case else list(spec.cpu_cases if dev.type == "cpu" else spec.cases)
         modes = _modes_for(spec, mode)
-        plans.append(plan(spec, "bitwise", modes, candidate, cases, dev))
+        plans.append(plan(spec, "bitwise", modes, candidate, cases, dev, inherited))
     if dev.type == "cpu" and not case:
         err.print("[dim]CPU device: using each op's CPU cases (pass --case to choose).[/]")
-    _run_plans(plans, timeout, bitwise_report, out, "h3_bitwise_reuse", quiet)
+    _run_plans(plans, timeout, bitwise_report, paths, "candidate × case", quiet)
 
 
-def _run_plans(plans, timeout: float, assemble, out: Optional[Path], kind: str, quiet: bool) -> None:
-    """Run each plan under a progress bar (modes x candidates x units), write its report
-    atomically, then print the tables. Ctrl-C stops the mode processes and leaves no partial file."""
+def _run_plans(plans, timeout: float, assemble, paths: dict[str, Path], unit: str, quiet: bool) -> None:
+    """Run each plan under a progress bar counting ``unit``s (candidates x cases or checks, over
+    the modes), write its report atomically to ``paths[op]``, then print the tables. Ctrl-C or
+    SIGTERM stops the mode processes, removes temporary files, names the reports already written
+    and exits 130 or 143; no partial file is left."""
     from reports.render import print_report
+
+    from .interrupts import Terminated, sigterm_raises
 
     for p in [p for p in plans if not p.by_mode]:
         err.print(f"[yellow]{p.op.name}: none of the selected modes and candidates runs for this op "
@@ -134,35 +175,37 @@ def _run_plans(plans, timeout: float, assemble, out: Optional[Path], kind: str, 
         raise typer.BadParameter("nothing to run for the selected op, modes and candidates")
     written = []
     try:
-        _progress_run(plans, timeout, assemble, out, kind, written)
-    except KeyboardInterrupt:
-        err.print("[red]interrupted: mode processes stopped, temporary files removed; reports already "
-                  f"written: {', '.join(str(p) for p, _ in written) or 'none'}[/]")
-        raise typer.Exit(130)
+        with sigterm_raises():
+            _progress_run(plans, timeout, assemble, paths, unit, written)
+    except (KeyboardInterrupt, Terminated) as exc:
+        what = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        err.print(f"[red]{what}: mode processes stopped, temporary files removed; reports already "
+                  f"written: {escape(', '.join(str(p) for p, _ in written) or 'none')}[/]")
+        raise typer.Exit(143 if isinstance(exc, Terminated) else 130)
     for path, report in written:
         if not quiet:
             print_report(report, console)
-        console.print(f"wrote {path}")
+        console.print(f"wrote {escape(str(path))}")
 
 
-def _progress_run(plans, timeout: float, assemble, out: Optional[Path], kind: str, written: list) -> None:
+def _progress_run(plans, timeout: float, assemble, paths: dict[str, Path], unit: str, written: list) -> None:
     from reports.io import write_report
 
     from .runner import run_plan
 
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=err, transient=False,
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
+        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err, transient=False,
     ) as progress:
         for p in plans:
             task = progress.add_task(f"{p.op.name}", total=p.total)
 
             def advance(name: str, _task=task, _op=p.op.name) -> None:
-                progress.update(_task, advance=1, description=f"{_op}: {name}")
+                progress.update(_task, advance=1, description=escape(f"{_op}: {name}"))
 
             report = assemble(p, run_plan(p, timeout, advance))
             progress.update(task, description=f"{p.op.name}: done")
-            path = _output_path(out, p.op.name, len(plans) > 1, kind)
+            path = paths[p.op.name]
             written.append((path, write_report(path, report)))
 
 
@@ -175,7 +218,8 @@ def prior_art(
     device: Annotated[Device, typer.Option(help="Where candidates run; auto picks cuda when visible.")] = Device.auto,
     out: Annotated[Optional[Path], typer.Option(help="Report file (one op) or directory. Default: audit-reports/.")] = None,
     megatron_src: Annotated[Optional[Path], typer.Option("--megatron-src", help="A Megatron-LM source tree to use instead of the installed megatron-core; its commit goes into the report.")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds one mode process may run before it is stopped.")] = 3600.0,
+    timeout: Timeout = 3600.0,
+    inherit_env: InheritEnv = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print no tables, only where the reports went.")] = False,
 ) -> None:
     """Write the h3_prior_art report: for each mode and candidate, bitwise batch invariance (every
@@ -187,14 +231,17 @@ def prior_art(
     from .runner import plan
 
     ops = _check_selection(op, mode, candidate)
+    paths = _report_paths(out, ops, "h3_prior_art")
+    inherited = _check_inherited(inherit_env)
     commit = _use_megatron_src(megatron_src)
     dev = _resolve_device(device)
     plans = []
     for name in ops:
         spec = get_op(name)
         sizes = sizes_json(sizes_for(spec, quick))
-        plans.append(plan(spec, "prior_art", _modes_for(spec, mode), candidate, CHECKS, dev, sizes=sizes))
-    _run_plans(plans, timeout, lambda p, outcome: prior_art_report(p, outcome, quick, commit), out, "h3_prior_art", quiet)
+        plans.append(plan(spec, "prior_art", _modes_for(spec, mode), candidate, CHECKS, dev, inherited, sizes=sizes))
+    _run_plans(plans, timeout, lambda p, outcome: prior_art_report(p, outcome, quick, commit), paths,
+               "candidate × check", quiet)
 
 
 def _use_megatron_src(path: Optional[Path]) -> Optional[str]:
@@ -211,6 +258,7 @@ def _use_megatron_src(path: Optional[Path]) -> Optional[str]:
     return source_commit()
 
 
+PLOT_INSTALL = "pip install '.[plot]'"
 MaxSize = Annotated[float, typer.Option("--max-size", min=0.001, help="Largest report file to read, in MB.")]
 
 
@@ -238,11 +286,16 @@ def plot(
     try:
         from reports.plot import plot_report
     except ImportError as exc:
-        err.print(f"[red]audit plot needs matplotlib ({escape(str(exc))}); pip install '.[plot]'[/]")
+        err.print(f"[red]audit plot needs matplotlib ({escape(str(exc))}); {escape(PLOT_INSTALL)}[/]")
         raise typer.Exit(2)
-    target = out or file.with_suffix(".png")
+    from .paths import OutputPathError, file_target
+
+    try:
+        target = file_target(out or file.with_suffix(".png"), ".png")
+    except OutputPathError as exc:
+        raise _usage_error(f"--out: {exc}") from None
     plot_report(report, target)
-    console.print(f"wrote {target}")
+    console.print(f"wrote {escape(str(target))}")
 
 
 @app.command()
@@ -281,7 +334,7 @@ def validate(
             for where, msg in exc.problems:
                 err.print(f"[red]{escape(str(path))}[/]: {escape(where)}: {escape(msg)}")
             continue
-        console.print(f"[green]{escape(str(path))}[/]: valid {report.root.kind} report for {report.root.op}")
+        console.print(f"[green]{escape(str(path))}[/]: valid {report.root.kind} report for {escape(report.root.op)}")
     if bad:
         raise typer.Exit(1)
 
@@ -303,6 +356,7 @@ def list_(device: Annotated[Device, typer.Option(help="Device to judge availabil
     """Ops, candidates per op and modes, each with whether it can run here and, if not, why."""
     from .candidates import candidates_for, unavailable_reason
 
+    _load_adapters()
     dev = _resolve_device(device)
     ops = Table(title=f"ops (device: {dev})", title_justify="left")
     for col in ("op", "kind", "what", "cases", "references"):

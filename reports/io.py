@@ -122,14 +122,22 @@ def load_report(path: Path, max_mb: float = MAX_REPORT_MB) -> Report:
     return parse_report(_decode(Path(path), raw), path)
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_report(path: Path, data: dict) -> Report:
     """Validate ``data`` and write it to ``path`` atomically (temporary file, fsync, rename), so an
-    interrupted run never leaves a half-written report."""
+    interrupted run never leaves a half-written report. The file gets the mode a new file gets
+    under the umask (0644 under the usual 022), not the temporary file's 0600."""
     report = parse_report(data, path)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w") as f:
             f.write(report.model_dump_json(indent=2))
             f.write("\n")

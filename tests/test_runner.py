@@ -148,6 +148,7 @@ def test_a_mode_whose_inputs_differ_from_plain_modes_is_not_compared():
             "diffusers[sglang]": {"source": "c", "vs rl_kernel": {"1": same}},
         },
         fingerprints={"plain": {"1": "aa"}, "sglang": {"1": "bb"}},
+        environments={"plain": {}, "sglang": {}},
     )
     results = bitwise_report(p, outcome)["results"]
     assert results["diffusers[sglang]"] == {"unavailable": "inputs in mode sglang differ from plain mode's"}
