@@ -24,11 +24,27 @@ app = typer.Typer(
     "outputs and gradients as the references (diffusers' MiniMax-H3 code and rl_kernel_ops), and "
     "whether they are batch-invariant. Reports are JSON in the schema of the RFC's example reports.",
     no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
 console = console_for(sys.stdout)
 err = console_for(sys.stderr)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from .candidates import version
+
+        typer.echo(f"audit (bitwise-reuse-audit) {version('bitwise-reuse-audit') or 'unknown version'}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    _: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = None,
+) -> None:
+    """Audit whether library kernels give bitwise the same outputs and gradients as the references."""
 
 
 class Device(str, Enum):
@@ -362,7 +378,8 @@ def list_(device: Annotated[Device, typer.Option(help="Device to judge availabil
     for col in ("op", "kind", "what", "cases", "references"):
         ops.add_column(col)
     for spec in OPS.values():
-        ops.add_row(spec.name, spec.kind, spec.summary, " ".join(map(str, spec.cases)), ", ".join(spec.references))
+        cases = spec.cpu_cases if dev.type == "cpu" else spec.cases
+        ops.add_row(spec.name, spec.kind, spec.summary, " ".join(map(str, cases)), ", ".join(spec.references))
     console.print(ops)
     cands = Table(title="candidates", title_justify="left")
     for col in ("op", "candidate", "modes", "grads", "available here"):

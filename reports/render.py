@@ -43,13 +43,17 @@ def _cmp_cell(c: Cmp) -> Cell:
     return Cell(f"{c.differ:,}/{c.numel:,} differ, max {c.max_abs:.3g}", "bad")
 
 
+CPU_NOTE = (" · CPU run: rl_kernel here is the PyTorch oracle of the kernels' algorithm, not the CUDA kernels, "
+            "and CPU results are not GPU results")
+
+
 def bitwise_sections(report: BitwiseReport) -> list[Section]:
     env = report.environment
     head = Section(
         f"{report.op}: bitwise reuse",
         f"{env.gpu or 'CPU'} · torch {env.torch} · CUDA {env.cuda} · tf32 {env.tf32} · "
         f"rl_kernel {report.rl_kernel_commit[:12]}{' (dirty)' if report.tracked_tree_dirty is True else ''} · "
-        f"cases {', '.join(map(str, report.cases))}",
+        f"cases {', '.join(map(str, report.cases))}" + (CPU_NOTE if env.gpu is None else ""),
     )
     sections = [head]
     for name, result in report.results.items():
@@ -90,7 +94,8 @@ def prior_art_sections(report: PriorArtReport) -> list[Section]:
         Section(
             f"{report.op}: prior art{' (quick)' if report.quick else ''}",
             f"{env.gpu or 'CPU'} · torch {env.torch} · CUDA {env.cuda} · tf32 {env.tf32}"
-            + (f" · Megatron source {env.megatron_source_commit}" if env.megatron_source_commit else ""),
+            + (f" · Megatron source {env.megatron_source_commit}" if env.megatron_source_commit else "")
+            + (CPU_NOTE if env.gpu is None else ""),
         )
     ]
     cols = ["candidate", "batch-invariant", "params repeatable", "size", "fwd err", "worst grad err", "fwd µs", "fwd+bwd µs"]
