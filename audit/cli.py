@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -76,8 +77,7 @@ InheritEnv = Annotated[Optional[list[str]], typer.Option("--inherit-env", metava
 
 
 def _check_inherited(names: Optional[list[str]]) -> tuple[str, ...]:
-    import os
-
+    """The variables named with --inherit-env, once each; one not set in this shell is a usage error."""
     missing = [n for n in names or [] if n not in os.environ]
     if missing:
         raise _usage_error(f"--inherit-env: {', '.join(missing)} not set in this shell")
@@ -264,8 +264,6 @@ def _use_megatron_src(path: Optional[Path]) -> Optional[str]:
     """Point the mode processes at a Megatron-LM source tree; returns its short commit."""
     if path is None:
         return None
-    import os
-
     if not (path / "megatron" / "core").is_dir():
         raise typer.BadParameter(f"{path} has no megatron/core: not a Megatron-LM source tree", param_hint="--megatron-src")
     os.environ["AUDIT_MEGATRON_SRC"] = str(path.resolve())

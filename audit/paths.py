@@ -21,7 +21,7 @@ def _writable_dir(directory: Path) -> None:
     """Raise unless files can be created in ``directory`` or, when it does not exist yet, in its
     nearest existing ancestor (which must be a directory)."""
     existing = directory
-    while not existing.exists() and not existing.is_symlink():
+    while not existing.exists() and not existing.is_symlink() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
         raise OutputPathError(f"{existing} is not a directory")

@@ -103,6 +103,7 @@ def test_d1_a_kill_while_drawing_loses_that_case_only(tmp_path):
     assert code == 0, err
     got = results(out)
     assert got["diffusers"]["vs rl_kernel"]["1"]["out"][0]["equal"] is True
+    assert list(json.loads(out.read_text())["inputs_sha256"]) == ["1"], "the restarted process drew case 20000 again"
     for name, ref in (("diffusers", "rl_kernel"), ("rl_kernel", "diffusers")):
         lost = got[name][f"vs {ref}"]["20000"]["unavailable"]
         assert "mode plain process was killed by SIGKILL while drawing the inputs of case 20000" in lost, lost
