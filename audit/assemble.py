@@ -16,7 +16,7 @@ def _header(p: Plan, kind: str, outcome: Outcome) -> dict:
         "op": p.op.name,
         "rl_kernel_commit": commit,
         "tracked_tree_dirty": dirty,
-        "environment": collect(p.device, list(p.by_mode), outcome.tf32),
+        "environment": collect(p.device, {m: outcome.environments[m] for m in p.by_mode}, outcome.tf32),
     }
 
 

@@ -129,17 +129,27 @@ class ReferenceStore:
 def run_bitwise(
     job: dict, op: OpSpec, device: torch.device, runnable: list[tuple[str, Candidate]], emit: Callable[..., None]
 ) -> None:
-    """Events: ``inputs`` (case fingerprint), ``start``, then ``done`` (with ``data``: reference ->
-    comparison) or ``failed`` (with ``reason``) per candidate and case."""
+    """Events: ``drawing`` and ``inputs`` (case fingerprint) per case, ``start``, then ``done`` (with
+    ``data``: reference -> comparison) or ``failed`` (with ``reason``) per candidate and case."""
     store = ReferenceStore(Path(job["reference_dir"]), device)
     references, skip = job["references"], {tuple(x) for x in job.get("skip", [])}
     repeats = job.get("repeats", 1)
     for case in job["units"]:
+        if all((name, case) in skip for name, _ in runnable):  # e.g. a case whose drawing killed the last process
+            continue
         store.new_case()
-        cpu_inputs = draw_inputs(op, case, seed=case)
-        emit("inputs", case=case, sha256=fingerprint(cpu_inputs))
-        inputs = {k: v.to(device) for k, v in cpu_inputs.items()}
-        grad_out = draw_grad_out(op, case, seed=case).to(device)
+        emit("drawing", unit=case)  # a death from here to the first candidate loses this case only
+        try:
+            cpu_inputs = draw_inputs(op, case, seed=case)
+            emit("inputs", case=case, sha256=fingerprint(cpu_inputs))
+            inputs = {k: v.to(device) for k, v in cpu_inputs.items()}
+            grad_out = draw_grad_out(op, case, seed=case).to(device)
+        except Exception as exc:  # e.g. out of memory: every candidate loses this case, not the run
+            reason = f"the inputs of case {case} could not be drawn: {error_text(exc)}"
+            for name, _ in runnable:
+                if (name, case) not in skip:
+                    emit("failed", candidate=name, unit=case, reason=reason)
+            continue
         del cpu_inputs
         for name, c in runnable:
             if (name, case) in skip:

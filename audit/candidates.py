@@ -77,11 +77,20 @@ def candidate(name: str, *, ops: tuple[str, ...], source: str | Callable[[str, t
     return register
 
 
+class PluginError(ImportError):
+    """A module named in $AUDIT_PLUGINS cannot be imported; the message names it and says why."""
+
+
 def load_adapters() -> None:
-    """Import every adapter module (and the plugins named in $AUDIT_PLUGINS) so they register."""
-    extra = [m for m in os.environ.get(PLUGINS_ENV, "").split(",") if m.strip()]
-    for module in (*ADAPTER_MODULES, *extra):
-        importlib.import_module(module.strip())
+    """Import every adapter module, then the plugins named in $AUDIT_PLUGINS, so they register.
+    A plugin that fails to import (or to register) raises PluginError naming it."""
+    for module in ADAPTER_MODULES:
+        importlib.import_module(module)
+    for module in [m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",") if m.strip()]:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:
+            raise PluginError(f"{PLUGINS_ENV}: cannot load module {module!r}: {error_text(exc)}") from None
 
 
 def candidates_for(op: str) -> list[Candidate]:
@@ -104,9 +113,20 @@ def version(distribution: str) -> str | None:
         return None
 
 
+REASON_CHARS = 4096  # an unavailable reason keeps at most this many characters of what failed
+
+
+def bounded(text: str, limit: int = REASON_CHARS) -> str:
+    """``text`` when it has at most ``limit`` characters; otherwise a note that it was cut, then its
+    last ``limit`` characters (the end of an error says most)."""
+    if len(text) <= limit:
+        return text
+    return f"[cut to its last {limit:,} characters] ...{text[-limit:]}"
+
+
 def error_text(exc: BaseException) -> str:
-    """An exception as one line of an unavailable reason: ``Type: message``."""
-    return f"{type(exc).__name__}: {exc}".strip()
+    """An exception as an unavailable reason: ``Type: message``, bounded."""
+    return bounded(f"{type(exc).__name__}: {exc}".strip())
 
 
 def import_problem(module: str) -> str | None:

@@ -4,30 +4,49 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+import os
+import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from modes import MODES
+from reports.io import MAX_REPORT_MB
 
 from .ops import OPS
+from .terminal import console_for
 
 app = typer.Typer(
     help="Audit whether library kernels for MiniMax-H3 conditioning operators give bitwise the same "
     "outputs and gradients as the references (diffusers' MiniMax-H3 code and rl_kernel_ops), and "
     "whether they are batch-invariant. Reports are JSON in the schema of the RFC's example reports.",
     no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err = Console(stderr=True)
+console = console_for(sys.stdout)
+err = console_for(sys.stderr)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from .candidates import version
+
+        typer.echo(f"audit (bitwise-reuse-audit) {version('bitwise-reuse-audit') or 'unknown version'}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    _: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = None,
+) -> None:
+    """Audit whether library kernels give bitwise the same outputs and gradients as the references."""
 
 
 class Device(str, Enum):
@@ -57,6 +76,49 @@ FailOnOpt = Annotated[Optional[FailOn], typer.Option(
     "default without a baseline: exit 0 whatever the bits are).")]
 
 
+def _usage_error(message: str) -> typer.Exit:
+    """Print ``message`` as one line on stderr; the returned Exit (status 2) is for ``raise``."""
+    err.print(f"[red]error: {escape(message)}[/]")
+    return typer.Exit(2)
+
+
+def _seconds(value: float) -> float:
+    if not value > 0:  # also refuses nan
+        raise typer.BadParameter(f"{value} is not a number of seconds greater than 0")
+    return value
+
+
+Timeout = Annotated[float, typer.Option(callback=_seconds, help="Seconds one mode process may run before it is stopped (> 0).")]
+InheritEnv = Annotated[Optional[list[str]], typer.Option("--inherit-env", metavar="NAME", help="Keep this numerics variable (e.g. CUBLAS_WORKSPACE_CONFIG) from the shell in every mode process and record it; repeatable. Otherwise such variables are removed.")]
+
+
+def _check_inherited(names: Optional[list[str]]) -> tuple[str, ...]:
+    """The variables named with --inherit-env, once each; one not set in this shell is a usage error."""
+    missing = [n for n in names or [] if n not in os.environ]
+    if missing:
+        raise _usage_error(f"--inherit-env: {', '.join(missing)} not set in this shell")
+    return tuple(dict.fromkeys(names or []))
+
+
+def _report_paths(out: Optional[Path], ops: list[str], kind: str) -> dict[str, Path]:
+    from .paths import OutputPathError, report_paths
+
+    try:
+        return report_paths(out, ops, kind)
+    except OutputPathError as exc:
+        raise _usage_error(f"--out: {exc}") from None
+
+
+def _load_adapters() -> None:
+    """Register every candidate; a bad $AUDIT_PLUGINS module is a usage error naming it."""
+    from .candidates import PluginError, load_adapters
+
+    try:
+        load_adapters()
+    except PluginError as exc:
+        raise _usage_error(str(exc)) from None
+
+
 def _check_names(kind: str, given: list[str], valid: list[str]) -> None:
     unknown = [g for g in given if g not in valid]
     if unknown:
@@ -67,6 +129,7 @@ def _check_selection(op: str, mode: Optional[list[str]], candidate: Optional[lis
     """The ops selected; unknown op, mode or candidate names are a usage error (status 2)."""
     from .candidates import candidates_for
 
+    _load_adapters()
     ops = list(OPS) if op == "all" else [op]
     _check_names("op", ops, list(OPS))
     _check_names("mode", mode or [], list(MODES))
@@ -92,17 +155,6 @@ def _resolve_device(device: Device):
     return torch.device(device.value)
 
 
-def _output_path(out: Optional[Path], op: str, several: bool, kind: str) -> Path:
-    name = f"{kind}.{op}.json"
-    if out is None:
-        return Path("audit-reports") / name
-    if out.suffix == ".json" and not several:
-        return out
-    if out.suffix == ".json":
-        raise typer.BadParameter("several ops write several reports: give a directory", param_hint="--out")
-    return out / name
-
-
 @app.command()
 def run(
     op: Annotated[str, typer.Option("--op", help=f"Op to audit, or 'all': {', '.join(OPS)}.")] = "all",
@@ -111,7 +163,8 @@ def run(
     candidate: Annotated[Optional[list[str]], typer.Option("--candidate", help="Candidate to run (plus the references); repeatable. Default: all.")] = None,
     device: Annotated[Device, typer.Option(help="Where candidates run; auto picks cuda when visible.")] = Device.auto,
     out: Annotated[Optional[Path], typer.Option(help="Report file (one op) or directory. Default: audit-reports/.")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds one mode process may run before it is stopped.")] = 3600.0,
+    timeout: Timeout = 3600.0,
+    inherit_env: InheritEnv = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print no tables, only where the reports went.")] = False,
     repeats: Annotated[int, typer.Option(help="Times every candidate, references included, computes each case; "
                                          "a tensor whose runs differ is marked not repeatable (nondeterministic). "
@@ -132,17 +185,19 @@ def run(
         raise typer.BadParameter("a case is a number of rows, at least 1", param_hint="--case")
     if repeats < 1:
         raise typer.BadParameter("at least 1", param_hint="--repeats")
+    paths = _report_paths(out, ops, "h3_bitwise_reuse")
+    inherited = _check_inherited(inherit_env)
     gate = _gate_for(baseline, fail_on, "h3_bitwise_reuse", ops)
     dev = _resolve_device(device)
     plans = []
     for name in ops:
         spec = get_op(name)
-        cases = list(case) if case else list(spec.cpu_cases if dev.type == "cpu" else spec.cases)
+        cases = list(dict.fromkeys(case)) if case else list(spec.cpu_cases if dev.type == "cpu" else spec.cases)
         modes = _modes_for(spec, mode)
-        plans.append(plan(spec, "bitwise", modes, candidate, cases, dev, repeats=repeats))
+        plans.append(plan(spec, "bitwise", modes, candidate, cases, dev, inherited, repeats=repeats))
     if dev.type == "cpu" and not case:
         err.print("[dim]CPU device: using each op's CPU cases (pass --case to choose).[/]")
-    _run_plans(plans, timeout, bitwise_report, out, "h3_bitwise_reuse", quiet, gate)
+    _run_plans(plans, timeout, bitwise_report, paths, "candidate × case", quiet, gate)
 
 
 @dataclass
@@ -177,12 +232,16 @@ def _gate_for(baseline: Optional[Path], fail_on: Optional[FailOn], kind: str, op
     return Gate(found, str(baseline), chosen)
 
 
-def _run_plans(plans, timeout: float, assemble, out: Optional[Path], kind: str, quiet: bool, gate: Gate) -> None:
-    """Run each plan under a progress bar (modes x candidates x units), write its report
-    atomically, then print the verdicts and tables, and the diff against the baseline. Ctrl-C stops
-    the mode processes and leaves no partial file. Exits 1 when the gate fails."""
+def _run_plans(plans, timeout: float, assemble, paths: dict[str, Path], unit: str, quiet: bool, gate: Gate) -> None:
+    """Run each plan under a progress bar counting ``unit``s (candidates x cases or checks, over
+    the modes), write its report atomically to ``paths[op]``, then print the verdicts and tables,
+    and the diff against the baseline. Ctrl-C or SIGTERM stops the mode processes, removes
+    temporary files, names the reports already written and exits 130 or 143; no partial file is
+    left. Exits 1 when the gate fails."""
     from reports.diff import gate as decide
     from reports.render import diff_sections, draw_rich, print_report
+
+    from .interrupts import Terminated, sigterm_raises
 
     for p in [p for p in plans if not p.by_mode]:
         err.print(f"[yellow]{p.op.name}: none of the selected modes and candidates runs for this op "
@@ -192,11 +251,13 @@ def _run_plans(plans, timeout: float, assemble, out: Optional[Path], kind: str, 
         raise typer.BadParameter("nothing to run for the selected op, modes and candidates")
     written = []
     try:
-        _progress_run(plans, timeout, assemble, out, kind, written)
-    except KeyboardInterrupt:
-        err.print("[red]interrupted: mode processes stopped, temporary files removed; reports already "
-                  f"written: {', '.join(str(p) for p, _ in written) or 'none'}[/]")
-        raise typer.Exit(130)
+        with sigterm_raises():
+            _progress_run(plans, timeout, assemble, paths, unit, written)
+    except (KeyboardInterrupt, Terminated) as exc:
+        what = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        err.print(f"[red]{what}: mode processes stopped, temporary files removed; reports already "
+                  f"written: {escape(', '.join(str(p) for p, _ in written) or 'none')}[/]")
+        raise typer.Exit(143 if isinstance(exc, Terminated) else 130)
     for path, report in written:
         if not quiet:
             print_report(report, console)
@@ -210,24 +271,24 @@ def _run_plans(plans, timeout: float, assemble, out: Optional[Path], kind: str, 
         raise typer.Exit(1)
 
 
-def _progress_run(plans, timeout: float, assemble, out: Optional[Path], kind: str, written: list) -> None:
+def _progress_run(plans, timeout: float, assemble, paths: dict[str, Path], unit: str, written: list) -> None:
     from reports.io import write_report
 
     from .runner import run_plan
 
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=err, transient=False,
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
+        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err, transient=False,
     ) as progress:
         for p in plans:
             task = progress.add_task(f"{p.op.name}", total=p.total)
 
             def advance(name: str, _task=task, _op=p.op.name) -> None:
-                progress.update(_task, advance=1, description=f"{_op}: {name}")
+                progress.update(_task, advance=1, description=escape(f"{_op}: {name}"))
 
             report = assemble(p, run_plan(p, timeout, advance))
             progress.update(task, description=f"{p.op.name}: done")
-            path = _output_path(out, p.op.name, len(plans) > 1, kind)
+            path = paths[p.op.name]
             written.append((path, write_report(path, report)))
 
 
@@ -240,7 +301,8 @@ def prior_art(
     device: Annotated[Device, typer.Option(help="Where candidates run; auto picks cuda when visible.")] = Device.auto,
     out: Annotated[Optional[Path], typer.Option(help="Report file (one op) or directory. Default: audit-reports/.")] = None,
     megatron_src: Annotated[Optional[Path], typer.Option("--megatron-src", help="A Megatron-LM source tree to use instead of the installed megatron-core; its commit goes into the report.")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds one mode process may run before it is stopped.")] = 3600.0,
+    timeout: Timeout = 3600.0,
+    inherit_env: InheritEnv = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print no tables, only where the reports went.")] = False,
     baseline: BaselineOpt = None,
     fail_on: FailOnOpt = None,
@@ -254,6 +316,8 @@ def prior_art(
     from .runner import plan
 
     ops = _check_selection(op, mode, candidate)
+    paths = _report_paths(out, ops, "h3_prior_art")
+    inherited = _check_inherited(inherit_env)
     gate = _gate_for(baseline, fail_on, "h3_prior_art", ops, quick)
     commit = _use_megatron_src(megatron_src)
     dev = _resolve_device(device)
@@ -261,17 +325,15 @@ def prior_art(
     for name in ops:
         spec = get_op(name)
         sizes = sizes_json(sizes_for(spec, quick))
-        plans.append(plan(spec, "prior_art", _modes_for(spec, mode), candidate, CHECKS, dev, sizes=sizes))
-    _run_plans(plans, timeout, lambda p, outcome: prior_art_report(p, outcome, quick, commit), out, "h3_prior_art",
-               quiet, gate)
+        plans.append(plan(spec, "prior_art", _modes_for(spec, mode), candidate, CHECKS, dev, inherited, sizes=sizes))
+    _run_plans(plans, timeout, lambda p, outcome: prior_art_report(p, outcome, quick, commit), paths,
+               "candidate × check", quiet, gate)
 
 
 def _use_megatron_src(path: Optional[Path]) -> Optional[str]:
     """Point the mode processes at a Megatron-LM source tree; returns its short commit."""
     if path is None:
         return None
-    import os
-
     if not (path / "megatron" / "core").is_dir():
         raise typer.BadParameter(f"{path} has no megatron/core: not a Megatron-LM source tree", param_hint="--megatron-src")
     os.environ["AUDIT_MEGATRON_SRC"] = str(path.resolve())
@@ -280,29 +342,44 @@ def _use_megatron_src(path: Optional[Path]) -> Optional[str]:
     return source_commit()
 
 
+PLOT_INSTALL = "pip install '.[plot]'"
+MaxSize = Annotated[float, typer.Option("--max-size", min=0.001, help="Largest report file to read, in MB.")]
+
+
+def _load_or_exit(path: Path, max_size: float):
+    """The validated report at ``path``; otherwise one line on stderr and exit status 2."""
+    from reports.io import ReportError, load_report
+
+    try:
+        return load_report(path, max_size)
+    except ReportError as exc:
+        err.print(f"[red]{escape(str(exc))}[/]")
+        raise typer.Exit(2)
+
+
 @app.command()
 def plot(
     file: Annotated[Path, typer.Argument(help="A report of either kind.")],
     out: Annotated[Optional[Path], typer.Option(help="PNG to write. Default: the report's name with .png.")] = None,
+    max_size: MaxSize = MAX_REPORT_MB,
 ) -> None:
     """Draw a report (needs matplotlib: pip install '.[plot]'). Prior-art: latency against rows
     (log-log), error against FP64, and each implementation's verdict. Bitwise: a candidate x case
     grid coloured by how many elements differ."""
-    from reports.io import ReportError, load_report
-
-    try:
-        report = load_report(file)
-    except ReportError as exc:
-        err.print(f"[red]{escape(str(exc))}[/]")
-        raise typer.Exit(2)
+    report = _load_or_exit(file, max_size)
     try:
         from reports.plot import plot_report
     except ImportError as exc:
-        err.print(f"[red]audit plot needs matplotlib ({escape(str(exc))}); pip install '.[plot]'[/]")
+        err.print(f"[red]audit plot needs matplotlib ({escape(str(exc))}); {escape(PLOT_INSTALL)}[/]")
         raise typer.Exit(2)
-    target = out or file.with_suffix(".png")
+    from .paths import OutputPathError, file_target
+
+    try:
+        target = file_target(out or file.with_suffix(".png"), ".png")
+    except OutputPathError as exc:
+        raise _usage_error(f"--out: {exc}") from None
     plot_report(report, target)
-    console.print(f"wrote {target}")
+    console.print(f"wrote {escape(str(target))}")
 
 
 @app.command()
@@ -311,19 +388,15 @@ def show(
     format: Annotated[Format, typer.Option("--format", "-f", help="table (rich), markdown (for CI summaries) or json.")] = Format.table,
     only_differ: Annotated[bool, typer.Option("--only-differ", help="Hide equal cells, and rows and tables left empty.")] = False,
     candidate: Annotated[Optional[str], typer.Option("--candidate", help="Show only what involves this candidate (e.g. liger, diffusers[sglang]).")] = None,
+    max_size: MaxSize = MAX_REPORT_MB,
 ) -> None:
     """Render reports: the verdict table first (one line per candidate and reference, each pair
     once), then the detail tables (bitwise: per case and tensor; prior-art: per mode)."""
-    from reports.io import ReportError, load_report
     from reports.render import View, print_report, to_markdown
 
     view = View(only_differ=only_differ, candidate=candidate)
     for path in files:
-        try:
-            report = load_report(path)
-        except ReportError as exc:
-            err.print(f"[red]{escape(str(exc))}[/]")
-            raise typer.Exit(2)
+        report = _load_or_exit(path, max_size)
         if candidate is not None and not _names_candidate(report, candidate):
             err.print(f"[red]{escape(str(path))}: no candidate {escape(candidate)!r}[/]")
             raise typer.Exit(2)
@@ -373,20 +446,23 @@ def diff(
 
 
 @app.command()
-def validate(files: Annotated[list[Path], typer.Argument(help="Report files to check against the schema.")]) -> None:
+def validate(
+    files: Annotated[list[Path], typer.Argument(help="Report files to check against the schema.")],
+    max_size: MaxSize = MAX_REPORT_MB,
+) -> None:
     """Exit 0 when every file is a valid report; otherwise exit 1 naming each offending field by its JSON path."""
     from reports.io import ReportError, load_report
 
     bad = False
     for path in files:
         try:
-            report = load_report(path)
+            report = load_report(path, max_size)
         except ReportError as exc:
             bad = True
             for where, msg in exc.problems:
                 err.print(f"[red]{escape(str(path))}[/]: {escape(where)}: {escape(msg)}")
             continue
-        console.print(f"[green]{escape(str(path))}[/]: valid {report.root.kind} report for {report.root.op}")
+        console.print(f"[green]{escape(str(path))}[/]: valid {report.root.kind} report for {escape(report.root.op)}")
     if bad:
         raise typer.Exit(1)
 
@@ -408,12 +484,14 @@ def list_(device: Annotated[Device, typer.Option(help="Device to judge availabil
     """Ops, candidates per op and modes, each with whether it can run here and, if not, why."""
     from .candidates import candidates_for, unavailable_reason
 
+    _load_adapters()
     dev = _resolve_device(device)
     ops = Table(title=f"ops (device: {dev})", title_justify="left")
     for col in ("op", "kind", "what", "cases", "references"):
         ops.add_column(col)
     for spec in OPS.values():
-        ops.add_row(spec.name, spec.kind, spec.summary, " ".join(map(str, spec.cases)), ", ".join(spec.references))
+        cases = spec.cpu_cases if dev.type == "cpu" else spec.cases
+        ops.add_row(spec.name, spec.kind, spec.summary, " ".join(map(str, cases)), ", ".join(spec.references))
     console.print(ops)
     cands = Table(title="candidates", title_justify="left")
     for col in ("op", "candidate", "modes", "grads", "available here"):

@@ -8,8 +8,6 @@ from pathlib import Path
 
 import torch
 
-from modes import MODES
-
 from .candidates import version
 
 LIBRARIES = (
@@ -46,9 +44,9 @@ def repository_state() -> tuple[str, bool | str]:
     return head, ("unknown" if status is None else bool(status))
 
 
-def collect(device: torch.device, modes: list[str], tf32: bool) -> dict:
-    """What ran where: GPU and capability (null on a CPU device), versions, TF32 state, and the
-    environment variables each mode's process was given. ``tf32`` is what the mode processes ran with."""
+def collect(device: torch.device, mode_environment: dict[str, dict[str, str]], tf32: bool) -> dict:
+    """What ran where: GPU and capability (null on a CPU device), versions, TF32 state, and per mode
+    the numerics variables its process had. ``tf32`` is what the mode processes ran with."""
     gpu = capability = None
     if device.type == "cuda":
         gpu = torch.cuda.get_device_name(device)
@@ -61,5 +59,5 @@ def collect(device: torch.device, modes: list[str], tf32: bool) -> dict:
         "python": platform.python_version(),
         "tf32": tf32,
         "libraries": {name: version(name) for name in LIBRARIES},
-        "mode_environment": {m: dict(MODES[m].env) for m in modes},
+        "mode_environment": mode_environment,
     }

@@ -13,6 +13,7 @@ import json
 import os
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -25,11 +26,13 @@ from typing import Callable
 import torch
 
 from modes import MODES, Mode
+from modes.environment import mode_environment
 
-from .candidates import Candidate, candidates_for
+from .candidates import Candidate, bounded, candidates_for
 from .ops import OpSpec
 
 STDERR_TAIL = 12
+EXIT_GRACE_S = 30.0  # how long a worker that closed its event pipe may take to exit before it is killed
 Advance = Callable[[str], None]
 
 
@@ -44,6 +47,7 @@ class Plan:
     device: torch.device
     by_mode: dict[str, list[Candidate]]
     options: dict = field(default_factory=dict)  # task-specific job fields
+    inherit_env: tuple[str, ...] = ()  # numerics variables the mode processes keep from this shell
 
     @property
     def total(self) -> int:
@@ -51,10 +55,12 @@ class Plan:
 
 
 def plan(
-    op: OpSpec, task: str, modes: list[str], names: list[str] | None, units: list, device: torch.device, **options
+    op: OpSpec, task: str, modes: list[str], names: list[str] | None, units: list, device: torch.device,
+    inherit_env: tuple[str, ...] = (), **options
 ) -> Plan:
     """Candidates per mode, references first; ``names`` filters by candidate or report name. In the
-    bitwise task the references always run, since every comparison needs them."""
+    bitwise task the references always run, since every comparison needs them. ``inherit_env``
+    names the numerics variables the mode processes keep from this shell."""
     by_mode: dict[str, list[Candidate]] = {}
     ordered = sorted(candidates_for(op.name), key=lambda c: c.report_name("plain") not in op.references)
     for mode in sorted(modes, key=lambda m: m != "plain"):
@@ -71,7 +77,7 @@ def plan(
         ]
         if chosen:
             by_mode[mode] = chosen
-    return Plan(op, task, units, device, by_mode, options)
+    return Plan(op, task, units, device, by_mode, options, tuple(inherit_env))
 
 
 @dataclass
@@ -81,6 +87,7 @@ class Outcome:
     results: dict[str, dict] = field(default_factory=dict)  # report name -> entry
     modes: dict[str, dict] = field(default_factory=dict)  # mode -> {"unavailable": ...} or {"description": ...}
     fingerprints: dict[str, dict[str, str]] = field(default_factory=dict)  # mode -> case -> sha256
+    environments: dict[str, dict[str, str]] = field(default_factory=dict)  # mode -> its numerics variables
     tf32: bool = False
     done: set[tuple[str, object]] = field(default_factory=set)  # (report name, unit)
 
@@ -138,8 +145,35 @@ def _events(proc: subprocess.Popen, read_fd: int, deadline: float):
 
 
 def _tail(log_path: Path) -> str:
-    lines = deque(log_path.read_text(errors="replace").splitlines(), maxlen=STDERR_TAIL)
-    return "\n".join(lines)
+    """The last lines the process printed, bounded (see ``bounded``)."""
+    with open(log_path, "rb") as log:
+        log.seek(max(0, log.seek(0, os.SEEK_END) - 16 * 4096))
+        text = log.read().decode(errors="replace")
+    return bounded("\n".join(deque(text.splitlines(), maxlen=STDERR_TAIL)))
+
+
+def _wait_for_exit(proc: subprocess.Popen) -> tuple[int, bool]:
+    """(exit status, whether it had to be killed): a worker that closed its pipe gets EXIT_GRACE_S
+    to exit on its own, so its real status is reported, not the kill's."""
+    try:
+        return proc.wait(timeout=EXIT_GRACE_S), False
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait(), True
+
+
+def _how_it_ended(code: int, raised: str | None, lingered: bool) -> str:
+    """``exited with status 1 after raising KeyError: 'x'``, ``was killed by SIGKILL``, ..."""
+    if lingered:
+        return f"closed its event pipe but had not exited {EXIT_GRACE_S:.0f} s later, so it was killed"
+    if code < 0:
+        try:
+            how = f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"was killed by signal {-code}"
+    else:
+        how = f"exited with status {code}"
+    return f"{how} after raising {raised}" if raised else how
 
 
 def _record_bitwise(p: Plan, outcome: Outcome, ev: dict) -> None:
@@ -171,19 +205,31 @@ def _record_prior_art(p: Plan, outcome: Outcome, ev: dict) -> None:
 
 
 def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, timeout: float, advance: Advance) -> None:
-    """Run ``mode``'s candidates in their own process(es); restart after a crash without the
-    candidate that was running."""
+    """Run ``mode``'s candidates in their own process(es). After a process dies, the candidate it
+    was running is given up with the real exit status, signal or exception; a death while a case's
+    inputs were drawn loses that case for every candidate; a death outside both restarts the
+    process, unless two in a row finished nothing. Then the process restarts for what is left."""
     record = _record_bitwise if p.task == "bitwise" else _record_prior_art
     names = {c.report_name(mode.name): c for c in p.by_mode[mode.name]}
     pending = list(names)
-    env = {**os.environ, **mode.env}
+    env, outcome.environments[mode.name] = mode_environment(os.environ, mode, p.inherit_env)
+    stalls = 0  # processes in a row that died without finishing anything
 
     def give_up(name: str, reason: str) -> None:
-        outcome.unavailable(name, reason)
+        """``name`` is unavailable for every unit it has not finished; a reason it already has stays."""
+        if "unavailable" not in outcome.results.get(name, {}):
+            outcome.unavailable(name, reason)
         for u in p.units:
             if (name, u) not in outcome.done:
                 outcome.done.add((name, u))
                 advance(name)
+
+    def record_done(ev: dict) -> None:
+        record(p, outcome, ev)
+        key = (ev["candidate"], ev["unit"])
+        if key not in outcome.done and ev["candidate"] in pending:
+            outcome.done.add(key)
+            advance(ev["candidate"])
 
     while pending:
         job = {
@@ -199,8 +245,10 @@ def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, timeout: floa
             **p.options,
         }
         proc, read_fd, log_path = _spawn(job, workdir, env)
-        current: tuple[str, object] | None = None
+        current: tuple[str | None, object] | None = None  # (candidate, unit); candidate None: drawing inputs
         finished = timed_out = False
+        raised: str | None = None
+        progress = len(outcome.done)
         try:
             for ev in _events(proc, read_fd, time.monotonic() + timeout):
                 kind = ev["event"]
@@ -219,38 +267,48 @@ def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, timeout: floa
                     outcome.entry(ev["candidate"])["source"] = ev["source"]
                 elif kind == "inputs":
                     outcome.fingerprints.setdefault(mode.name, {})[str(ev["case"])] = ev["sha256"]
+                elif kind == "drawing":
+                    current = (None, ev["unit"])
                 elif kind == "start":
                     current = (ev["candidate"], ev["unit"])
                 elif kind == "failed" and p.task == "prior_art":  # a candidate's checks stand together
                     give_up(ev["candidate"], ev["reason"])
                     current = None
                 elif kind in ("done", "failed"):
-                    record(p, outcome, ev)
-                    key = (ev["candidate"], ev["unit"])
-                    if key not in outcome.done and ev["candidate"] in pending:
-                        outcome.done.add(key)
-                        advance(ev["candidate"])
+                    record_done(ev)
                     current = None
+                elif kind == "crashed":
+                    raised = ev["reason"]
                 elif kind == "timeout":
                     timed_out = True
                 elif kind == "finished":
                     finished = True
-        finally:
-            if proc.poll() is None and not finished:
-                proc.kill()
-            code = proc.wait()
+        except BaseException:  # interrupted: stop the process now
+            proc.kill()
+            proc.wait()
+            raise
+        code, lingered = _wait_for_exit(proc)
         if finished and code == 0:
             break
-        what = f"timed out after {timeout:.0f} s" if timed_out else f"exited with status {code}"
-        if current is None:  # died outside any candidate: nothing can be blamed, nothing retried
+        what = f"timed out after {timeout:.0f} s" if timed_out else _how_it_ended(code, raised, lingered)
+        stalls = 0 if len(outcome.done) > progress else stalls + 1
+        if current is None:  # died outside any candidate and case: restart, unless it keeps failing
+            if timed_out or stalls >= 2:
+                for name in pending:
+                    if not outcome.finished(name, p.units):
+                        give_up(name, f"mode {mode.name} process {what}:\n{_tail(log_path)}")
+                break
+        elif current[0] is None:  # died drawing a case's inputs: that case is lost for every candidate
+            unit = current[1]
+            reason = f"mode {mode.name} process {what} while drawing the inputs of case {unit}:\n{_tail(log_path)}"
             for name in pending:
-                if not outcome.finished(name, p.units):
-                    give_up(name, f"mode {mode.name} process {what}:\n{_tail(log_path)}")
-            break
-        blamed, unit = current
-        where = f"case {unit}" if p.task == "bitwise" else f"check {unit}"
-        give_up(blamed, f"mode {mode.name} process {what} while running {where}:\n{_tail(log_path)}")
-        pending = [n for n in pending if n != blamed and not outcome.finished(n, p.units)]
+                if (name, unit) not in outcome.done:
+                    record_done({"event": "failed", "candidate": name, "unit": unit, "reason": reason})
+        else:
+            blamed, unit = current
+            where = f"case {unit}" if p.task == "bitwise" else f"check {unit}"
+            give_up(blamed, f"mode {mode.name} process {what} while running {where}:\n{_tail(log_path)}")
+        pending = [n for n in pending if not outcome.finished(n, p.units)]
         if p.task == "prior_art":  # a candidate's checks only make sense together: redo partial ones
             for n in pending:
                 outcome.done -= {(n, u) for u in p.units}

@@ -25,12 +25,22 @@ from .ops import get_op
 
 
 def main(job_path: str) -> int:
+    """Run the job; anything raised past the candidates is sent as a ``crashed`` event (so the
+    runner can say which exception ended the process) and raised again."""
     job = json.loads(Path(job_path).read_text())
     events = os.fdopen(job["events_fd"], "w", buffering=1)
 
     def emit(event: str, **fields) -> None:
         events.write(json.dumps({"event": event, **fields}) + "\n")
 
+    try:
+        return run_job(job, emit)
+    except BaseException as exc:
+        emit("crashed", reason=error_text(exc))
+        raise
+
+
+def run_job(job: dict, emit) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     op, mode, device = get_op(job["op"]), get_mode(job["mode"]), torch.device(job["device"])

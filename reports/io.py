@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from .schema import Report
 # Union-member names pydantic puts into error locations; they are not JSON keys.
 _PYDANTIC_STEP = re.compile(r"^(function-[a-z]+|dict|list|union|tagged-union|nullable|json-or-python)\[")
 _MODEL_NAMES = {name for name, obj in vars(schema).items() if isinstance(obj, type)}
+MAX_REPORT_MB = 256  # default size limit for reading a report; the commands' --max-size raises it
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def _is_key(position: int, part: object) -> bool:
@@ -68,29 +71,73 @@ def parse_report(data: object, path: Path = Path("<report>")) -> Report:
         return Report.model_validate(data)
     except ValidationError as err:
         raise ReportError(path, _problems(err)) from None
+    except RecursionError:
+        raise ReportError(path, [("$", "nested too deeply to be a report")]) from None
 
 
-def load_report(path: Path) -> Report:
-    """Read and validate a report of either kind."""
+def _read_bounded(path: Path, max_mb: float) -> bytes:
+    """The bytes of a regular file of at most ``max_mb`` MiB. Opened without blocking, so a FIFO or
+    a device is refused instead of read forever."""
+    limit = int(max_mb * 2**20)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or special file"
+            raise ReportError(path, [("$", f"not a regular file ({kind})")])
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ReportError(path, [("$", f"larger than the {max_mb:g} MB limit (--max-size raises it)")])
+    return data
+
+
+def _decode(path: Path, raw: bytes) -> object:
+    """JSON text -> Python data; every way that can fail is a ReportError."""
     try:
-        data = json.loads(Path(path).read_text())
+        text = raw.decode("utf-8")
+        data = json.loads(text)
+        if _SURROGATE_ESCAPE.search(text):  # paired surrogates decode to characters; a lone one cannot be encoded
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except RecursionError:
+        raise ReportError(path, [("$", "not JSON: nested too deeply")]) from None
+    except UnicodeDecodeError as exc:
+        raise ReportError(path, [("$", f"not UTF-8 text: {exc.reason} at byte {exc.start}")]) from None
+    except UnicodeEncodeError:
+        raise ReportError(path, [("$", "a string holds a lone surrogate escape (\\ud800-\\udfff), which is no character")]) from None
+    except ValueError as exc:  # JSONDecodeError, and integers longer than Python converts
+        raise ReportError(path, [("$", f"not JSON: {exc}")]) from None
+    return data
+
+
+def load_report(path: Path, max_mb: float = MAX_REPORT_MB) -> Report:
+    """Read and validate a report of either kind. Anything that is not a valid report, however
+    hostile (a FIFO, a device, a file over ``max_mb`` MiB, nesting too deep, an integer too long,
+    a lone surrogate), raises ReportError; nothing blocks and nothing else is raised."""
+    try:
+        raw = _read_bounded(Path(path), max_mb)
     except FileNotFoundError:
         raise ReportError(path, [("$", "no such file")]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReportError(path, [("$", f"cannot read: {exc}")]) from None
-    except json.JSONDecodeError as exc:
-        raise ReportError(path, [("$", f"not JSON: {exc}")]) from None
-    return parse_report(data, path)
+    except OSError as exc:
+        raise ReportError(path, [("$", f"cannot read: {exc.strerror or exc}")]) from None
+    return parse_report(_decode(Path(path), raw), path)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_report(path: Path, data: dict) -> Report:
     """Validate ``data`` and write it to ``path`` atomically (temporary file, fsync, rename), so an
-    interrupted run never leaves a half-written report."""
+    interrupted run never leaves a half-written report. The file gets the mode a new file gets
+    under the umask (0644 under the usual 022), not the temporary file's 0600."""
     report = parse_report(data, path)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w") as f:
             f.write(report.model_dump_json(indent=2))
             f.write("\n")

@@ -1,21 +1,25 @@
 """Pictures of reports (matplotlib, the ``plot`` extra).
 
 Prior-art: latency against rows (log-log), error against FP64 (bars), and each implementation's
-verdict (green invariant, red not). Bitwise: a candidate x case grid per reference, coloured by the
-fraction of elements (output and gradients together) whose bits differ.
+verdict (green invariant, red not). Bitwise: a candidate x case grid per reference: green where
+every bit is equal, otherwise coloured on a log scale by the fraction of elements (output and
+gradients together) whose bits differ, so any difference shows; candidates and cases that could
+not run are grey, their reasons listed below the grid.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.colors import LinearSegmentedColormap  # noqa: E402
+from matplotlib.cm import ScalarMappable  # noqa: E402
+from matplotlib.colors import LinearSegmentedColormap, LogNorm  # noqa: E402
 
-from .schema import BitwiseReport, CaseComparison, PriorArtCandidate, Report  # noqa: E402
+from .schema import BitwiseReport, PriorArtCandidate, Report, Unavailable  # noqa: E402
 
 GREEN, RED, GREY = "#2e7d32", "#c62828", "#9e9e9e"
 
@@ -68,37 +72,86 @@ def plot_prior_art(report, path: Path) -> None:
     plt.close(fig)
 
 
-def plot_bitwise(report: BitwiseReport, path: Path) -> None:
-    grids = {}  # reference -> candidate -> case -> fraction differing (None: unavailable)
+EQUAL_TEXT = "equal"
+DIFFER = LinearSegmentedColormap.from_list("differ", ["#fdd835", "#fb8c00", RED])  # never green
+FRACTION_FLOOR = 1e-9  # the log colour scale starts here; any smaller fraction gets its colour
+
+
+@dataclass
+class GridCell:
+    """One candidate x case cell: ``fraction`` of elements whose bits differ (0.0: equal), or
+    None with the ``reason`` it could not run."""
+
+    fraction: float | None
+    differ: int = 0
+    reason: str = ""
+
+
+def bitwise_grids(report: BitwiseReport) -> dict[str, dict[str, dict[str, GridCell]]]:
+    """reference -> candidate -> case -> cell. A candidate that is unavailable as a whole is in
+    every reference's grid, each of its cells carrying its reason."""
+    refs = sorted({vs for r in report.results.values() for vs in (getattr(r, "__pydantic_extra__", None) or {})})
+    grids: dict[str, dict[str, dict[str, GridCell]]] = {vs: {} for vs in refs}
     for name, result in report.results.items():
-        for vs, cases in (getattr(result, "__pydantic_extra__", None) or {}).items():
+        if isinstance(result, Unavailable):
+            for vs in refs:
+                grids[vs][name] = {str(c): GridCell(None, reason=result.unavailable) for c in report.cases}
+            continue
+        for vs, cases in (result.__pydantic_extra__ or {}).items():
+            row = grids[vs].setdefault(name, {})
             for case, c in cases.items():
-                frac = None
-                if isinstance(c, CaseComparison):
-                    cmps = [*c.out, *c.grads.values()]
-                    frac = sum(x.differ for x in cmps) / max(1, sum(x.numel for x in cmps))
-                grids.setdefault(vs, {}).setdefault(name, {})[case] = frac
+                if isinstance(c, Unavailable):
+                    row[case] = GridCell(None, reason=c.unavailable)
+                    continue
+                cmps = [*c.out, *c.grads.values()]
+                differ = sum(x.differ for x in cmps)
+                row[case] = GridCell(differ / max(1, sum(x.numel for x in cmps)), differ)
+    return grids
+
+
+def cell_colour(cell: GridCell) -> str | tuple:
+    """Green only for equal, grey for unavailable; any difference, however small, on a log scale
+    from yellow (a fraction of 1e-9 or less) to red (every element)."""
+    if cell.fraction is None:
+        return GREY
+    if cell.fraction == 0:
+        return GREEN
+    return DIFFER(LogNorm(FRACTION_FLOOR, 1.0, clip=True)(max(cell.fraction, FRACTION_FLOOR)))
+
+
+def _cell_text(cell: GridCell) -> str:
+    if cell.fraction is None:
+        return "n/a"
+    return EQUAL_TEXT if cell.fraction == 0 else f"{cell.differ:,} differ\n({cell.fraction:.2g})"
+
+
+def plot_bitwise(report: BitwiseReport, path: Path) -> None:
+    grids = bitwise_grids(report)
     cases = [str(c) for c in report.cases]
-    cmap = LinearSegmentedColormap.from_list("differ", [GREEN, "#fdd835", RED])
-    cmap.set_bad(GREY)
-    fig, axes = plt.subplots(1, max(1, len(grids)), figsize=(6 * max(1, len(grids)), 1 + 0.5 * len(report.results)),
+    reasons = sorted({" ".join(f"{name}: {cell.reason}".split())[:160] for cands in grids.values()
+                      for name, row in cands.items() for cell in row.values() if cell.fraction is None})
+    fig, axes = plt.subplots(1, max(1, len(grids)),
+                             figsize=(6 * max(1, len(grids)), 1.5 + 0.5 * len(report.results)),
                              squeeze=False)
-    for ax, (vs, cands) in zip(axes[0], sorted(grids.items())):
+    for ax, (vs, cands) in zip(axes[0], grids.items()):
         names = sorted(cands)
-        data = [[cands[n].get(c) for c in cases] for n in names]
-        masked = [[float("nan") if v is None else v for v in row] for row in data]
-        ax.imshow(masked, cmap=cmap, vmin=0, vmax=1, aspect="auto")
-        for i, row in enumerate(data):
-            for j, v in enumerate(row):
-                ax.text(j, i, "n/a" if v is None else ("equal" if v == 0 else f"{v:.1%}"), ha="center", va="center",
-                        fontsize=7)
+        for i, name in enumerate(names):
+            for j, case in enumerate(cases):
+                cell = cands[name].get(case, GridCell(None, reason="not run"))
+                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, color=cell_colour(cell)))
+                ax.text(j, i, _cell_text(cell), ha="center", va="center", fontsize=7)
+        ax.set_xlim(-0.5, len(cases) - 0.5)
+        ax.set_ylim(len(names) - 0.5, -0.5)
         ax.set_xticks(range(len(cases)), cases)
         ax.set_yticks(range(len(names)), names, fontsize=7)
         ax.set_xlabel("case (rows)")
         ax.set_title(vs)
-    fig.suptitle(f"{report.op}: fraction of elements whose bits differ, on {report.environment.gpu or 'CPU'}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    scale = fig.colorbar(ScalarMappable(LogNorm(FRACTION_FLOOR, 1.0), DIFFER), ax=axes[0].tolist(), fraction=0.03)
+    scale.set_label("fraction of elements that differ (green: equal, grey: n/a)")
+    if reasons:
+        fig.text(0.01, 0.0, "n/a: " + "\n".join(reasons), fontsize=6, va="top", color="#616161")
+    fig.suptitle(f"{report.op}: elements whose bits differ, on {report.environment.gpu or 'CPU'}")
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 

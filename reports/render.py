@@ -70,6 +70,10 @@ def _cmp_cell(c: Cmp) -> Cell:
     return Cell(text, "bad")
 
 
+CPU_NOTE = (" · CPU run: rl_kernel here is the PyTorch oracle of the kernels' algorithm, not the CUDA kernels, "
+            "and CPU results are not GPU results")
+
+
 def verdict_section(found: list[Verdict], view: View, prior_art: bool = False) -> Section:
     """The decision table that comes first."""
     columns = ["mode", "candidate", "verdict", "detail"] if prior_art else ["candidate", "vs", "verdict", "detail"]
@@ -97,7 +101,7 @@ def bitwise_sections(report: BitwiseReport, view: View = View()) -> list[Section
         f"{report.op}: bitwise reuse",
         f"{env.gpu or 'CPU'} · torch {env.torch} · CUDA {env.cuda} · tf32 {env.tf32} · "
         f"rl_kernel {report.rl_kernel_commit[:12]}{' (dirty)' if report.tracked_tree_dirty is True else ''} · "
-        f"cases {', '.join(map(str, report.cases))}",
+        f"cases {', '.join(map(str, report.cases))}" + (CPU_NOTE if env.gpu is None else ""),
     )
     sections = [head, verdict_section(bitwise_verdicts(report), view)]
     for name, ref, cases in pairs(report):
@@ -137,7 +141,8 @@ def prior_art_sections(report: PriorArtReport, view: View = View()) -> list[Sect
         Section(
             f"{report.op}: prior art{' (quick)' if report.quick else ''}",
             f"{env.gpu or 'CPU'} · torch {env.torch} · CUDA {env.cuda} · tf32 {env.tf32}"
-            + (f" · Megatron source {env.megatron_source_commit}" if env.megatron_source_commit else ""),
+            + (f" · Megatron source {env.megatron_source_commit}" if env.megatron_source_commit else "")
+            + (CPU_NOTE if env.gpu is None else ""),
         ),
         verdict_section(prior_art_verdicts(report), view, prior_art=True),
     ]
@@ -181,6 +186,35 @@ def sections(report: Report, view: View = View()) -> list[Section]:
     return bitwise_sections(r, view) if isinstance(r, BitwiseReport) else prior_art_sections(r, view)
 
 
+TERMINAL_ROWS = 1000  # rows per table in the terminal; Markdown and JSON always have every row
+
+
+def _hidden_note(hidden: list[list[Cell]]) -> str:
+    flagged = sum(any(c.status in ("bad", "partial", "nd", "na") for c in row) for row in hidden)
+    return (f"{len(hidden):,} more rows not shown ({flagged:,} of them differ or are unavailable); "
+            "--format markdown or json lists every row")
+
+
+def _table(s: Section) -> Table:
+    """A section as a rich table of at most TERMINAL_ROWS rows. A column is never narrower than its
+    longest word, so a number or a name is never broken across lines."""
+    shown, hidden = s.rows[:TERMINAL_ROWS], s.rows[TERMINAL_ROWS:]
+    note = "\n".join(n for n in (s.note, hidden and _hidden_note(hidden)) if n)
+    table = Table(
+        title=Text(s.title, style="bold"),
+        caption=Text(note, style="dim") if note else None,
+        title_justify="left",
+        caption_justify="left",
+    )
+    rows = [row + [Cell("")] * (len(s.columns) - len(row)) for row in shown]
+    for i, col in enumerate(s.columns):
+        longest = max((len(w) for text in [col, *(r[i].text for r in rows)] for w in text.split()), default=1)
+        table.add_column(col, overflow="fold", min_width=longest)
+    for row in rows:
+        table.add_row(*(Text(c.text, style=STYLE[c.status]) for c in row))
+    return table
+
+
 def to_rich(report: Report, view: View = View()) -> Group:
     return draw_rich(sections(report, view))
 
@@ -193,18 +227,7 @@ def draw_rich(drawn: list[Section]) -> Group:
             if s.note:
                 parts.append(Text(s.note, style="dim"))
             continue
-        table = Table(
-            title=Text(s.title, style="bold"),
-            caption=Text(s.note, style="dim") if s.note else None,
-            title_justify="left",
-            caption_justify="left",
-        )
-        for col in s.columns:
-            table.add_column(col, overflow="fold")
-        for row in s.rows:
-            cells = row + [Cell("")] * (len(s.columns) - len(row))
-            table.add_row(*(Text(c.text, style=STYLE[c.status]) for c in cells))
-        parts.append(table)
+        parts.append(_table(s))
     return Group(*parts)
 
 

@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, model_serializer, 
 
 CaseKey = Annotated[str, Field(pattern=r"^[0-9]+$")]
 UlpBucket = Annotated[str, Field(pattern=r"^([0-9]+(-[0-9]+)?|>[0-9]+|non-finite)$")]
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]  # NaN, Infinity and 1e400 are not values
+Count = Annotated[int, Field(ge=0)]
 
 
 class Strict(BaseModel):
@@ -42,9 +44,9 @@ class Cmp(Strict):
     """
 
     equal: bool
-    differ: int = Field(ge=0)
-    numel: int = Field(ge=0)
-    max_abs: float | None
+    differ: Count
+    numel: Count
+    max_abs: FiniteFloat | None
     error: str | None = None
     repeatable: bool | None = None
     repeat_differ: int | None = Field(default=None, ge=1)
@@ -63,6 +65,8 @@ class Cmp(Strict):
             raise ValueError(f"{', '.join(sorted(where))} only apply when some element differs")
         if self.ulp_hist is not None and sum(self.ulp_hist.values()) != self.differ:
             raise ValueError("ulp_hist must count every differing element once")
+        if self.differ > self.numel and self.error is None:
+            raise ValueError(f"differ ({self.differ}) cannot exceed numel ({self.numel})")
         return self
 
     @model_serializer(mode="wrap")
@@ -144,9 +148,9 @@ class RowsDiffer(Strict):
 
 
 class SubBatches(Strict):
-    full_batch: int
+    full_batch: Count
     sub_batch_sizes: list[int]
-    sub_batches: int
+    sub_batches: Count
     fwd_differ: int = Field(ge=0)
     rowgrad_differ: int = Field(ge=0)
 
@@ -161,7 +165,7 @@ class SweepFailure(Strict):
 class BatchSizeSweep(Strict):
     batch_sizes: list[int]
     probe_rows: list[int]
-    comparisons: int
+    comparisons: Count
     differ: int = Field(ge=0)
     first_failures: list[SweepFailure] = Field(max_length=8)
 

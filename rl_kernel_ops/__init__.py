@@ -52,7 +52,7 @@ def backend_description(device: torch.device | str) -> str:
     """Which implementation runs for tensors on ``device``: used in report ``source`` strings."""
     if torch.device(device).type == "cuda":
         return "CUDA kernels (rl_kernel_ops/csrc, sm_90a)"
-    return "PyTorch reference of the kernels' algorithm (CPU)"
+    return "PyTorch oracle of the kernels' algorithm on the CPU, not the CUDA kernels (CPU results are not GPU results)"
 
 
 def norm_modulate(x, w, shift, scale, idx, eps: float = 1e-5):

@@ -22,6 +22,26 @@ def test_list_shows_ops_candidates_modes_and_why_unavailable():
     assert "diffusers" in r.output and "rl_kernel" in r.output and "torch_rms_norm" in r.output
 
 
+def test_list_on_cpu_shows_the_cases_a_cpu_run_uses():
+    r = invoke("list", "--device", "cpu")
+    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in r.output.splitlines() if line.count("│") > 5]
+    rows = {c[0]: "│ " + " │ ".join(c) + " │" for c in cells if c[1] in ("row", "gemm")}  # the ops table
+    assert "│ 1 257 4097 │" in rows["norm_modulate"]
+    assert "│ 1 4 │" in rows["adaln_projection"]
+
+
+def test_a_cpu_report_says_rl_kernel_is_the_pytorch_oracle_not_the_cuda_kernels(tmp_path):
+    data = json.loads(SEEDS[1].read_text())  # gate_residual, from a B200
+    data["environment"]["gpu"] = data["environment"]["capability"] = None
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps(data))
+    for fmt in ("table", "markdown"):
+        r = invoke("show", "--format", fmt, str(path))
+        assert "CPU run: rl_kernel here is the PyTorch oracle of the kernels' algorithm, not the CUDA kernels" in r.output
+        assert "CPU results are not GPU results" in r.output
+    assert "PyTorch oracle" not in invoke("show", str(SEEDS[1])).output
+
+
 def test_schema_prints_json_schema_per_kind():
     r = invoke("schema", "--kind", "h3_prior_art")
     assert r.exit_code == 0

@@ -77,6 +77,8 @@ def test_norm_modulate_on_cpu_end_to_end(tmp_path):
                 assert cmp["out"][0]["numel"] == int(case) * 5376
     assert set(results["torch_rms_norm"]["vs diffusers"]["257"]["grads"]) == {"x", "w"}
     assert set(results["rl_kernel"]["vs diffusers"]["257"]["grads"]) == {"x", "w", "sh", "sc"}
+    assert results["rl_kernel"]["source"].endswith(
+        "PyTorch oracle of the kernels' algorithm on the CPU, not the CUDA kernels (CPU results are not GPU results)")
     # ... and the GPU-only ones say why they did not run
     for name in ("liger", "liger_rlk_gather", "sglang", "sglang_bi_rmsnorm", "megatron_bi_rmsnorm", "vllm_bi_rmsnorm",
                  "transformer_engine", "te_rmsnorm_full", "transformer_engine_cudnn"):
@@ -135,6 +137,12 @@ def test_a_gemm_op_runs_every_mode_in_its_own_process_with_the_seeds_environment
         entry = data["results"][f"diffusers[{mode}]"]
         if "unavailable" in entry:  # the library is not installed here: the reason says so
             assert f"mode {mode} cannot be switched on" in entry["unavailable"]
+            continue
+        # the library is installed: the mode ran and compared every output and gradient with both references
+        assert data["environment"]["libraries"][MODES[mode].library] is not None
+        for ref in ("diffusers[plain]", "rl_kernel"):
+            cmp = entry[f"vs {ref}"]["1"]
+            assert cmp["out"][0]["numel"] == 2688 and set(cmp["grads"]) == {"x", "w1", "b1", "w2", "b2"}, (mode, ref)
 
 
 def test_a_mode_whose_inputs_differ_from_plain_modes_is_not_compared():
@@ -156,6 +164,7 @@ def test_a_mode_whose_inputs_differ_from_plain_modes_is_not_compared():
             "diffusers[sglang]": {"source": "c", "vs rl_kernel": {"1": same}},
         },
         fingerprints={"plain": {"1": "aa"}, "sglang": {"1": "bb"}},
+        environments={"plain": {}, "sglang": {}},
     )
     results = bitwise_report(p, outcome)["results"]
     assert results["diffusers[sglang]"] == {"unavailable": "inputs in mode sglang differ from plain mode's"}

@@ -1,12 +1,16 @@
 """Test doubles for process isolation (loaded through $AUDIT_PLUGINS): candidates that crash
-their whole process, raise, or hang. A real library cannot be made to do this on demand."""
+their whole process, raise, hang, exit, flood their output or show the environment they saw. A
+real library cannot be made to do this on demand."""
 
+import json
 import os
+import sys
 import time
 
 import torch
 
 from audit.candidates import candidate
+from modes.environment import is_numerics_variable
 
 CRASH_CASE = int(os.environ.get("FAULTY_CRASH_CASE", "0"))
 
@@ -27,3 +31,33 @@ def raises(t: dict[str, torch.Tensor]) -> torch.Tensor:
 def hangs(t: dict[str, torch.Tensor]) -> torch.Tensor:
     time.sleep(3600)
     raise AssertionError("unreachable")
+
+
+class PlantedBaseException(BaseException):
+    """Not an Exception: escapes the worker's per-candidate handling and ends the process."""
+
+
+@candidate("exits", ops=("gate_residual",), source="test double: sys.exit(0) in the middle of a case")
+def exits(t: dict[str, torch.Tensor]) -> torch.Tensor:
+    sys.exit(0)
+
+
+@candidate("raises_base", ops=("gate_residual",), source="test double: raises a BaseException")
+def raises_base(t: dict[str, torch.Tensor]) -> torch.Tensor:
+    raise PlantedBaseException("planted process-ending failure")
+
+
+@candidate("floods", ops=("gate_residual",), source="test double: prints a 20 MB line, then exits 5")
+def floods(t: dict[str, torch.Tensor]) -> torch.Tensor:
+    print("x" * 20_000_000 + " END OF THE FLOOD", flush=True)
+    os._exit(5)
+
+
+@candidate(
+    "env_probe",
+    ops=("gate_residual",),
+    source=lambda mode, device: "test double; numerics variables it saw: "
+    + json.dumps({k: v for k, v in sorted(os.environ.items()) if is_numerics_variable(k)}),
+)
+def env_probe(t: dict[str, torch.Tensor]) -> torch.Tensor:
+    return t["res"] + t["gate"].index_select(0, t["idx"]) * t["y"]

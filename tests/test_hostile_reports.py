@@ -1,0 +1,143 @@
+"""Hostile report files: `validate` exits 1 and `show` exits 2, each with one clear line, no
+traceback and no hang; values no real comparison can produce make a report invalid."""
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from audit.cli import app
+from conftest import SEEDS, load
+from reports.io import ReportError, load_report, parse_report
+
+REPO = Path(__file__).resolve().parent.parent
+GATE = next(p for p in SEEDS if p.name == "h3_bitwise_reuse.gate_residual.json")
+
+
+def audit(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "audit", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "COLUMNS": "200"})
+
+
+def hostile_files(tmp: Path) -> dict[str, tuple[Path, str]]:
+    """name -> (path, words the one-line message must contain)."""
+    files = {
+        "deep": ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        "long_int": ('{"kind": "h3_bitwise_reuse", "op": ' + "9" * 5000 + "}", "not JSON"),
+        "surrogate": ('{"kind": "h3_bitwise_reuse", "op": "\\ud800"}', "lone surrogate"),
+    }
+    out = {}
+    for name, (text, words) in files.items():
+        (tmp / f"{name}.json").write_text(text)
+        out[name] = (tmp / f"{name}.json", words)
+    os.mkfifo(tmp / "fifo.json")
+    out["fifo"] = (tmp / "fifo.json", "not a regular file (a FIFO)")
+    out["dev_zero"] = (Path("/dev/zero"), "not a regular file")
+    big = tmp / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(257 * 2**20)  # sparse: over the default 256 MB limit without using the disk
+    out["too_big"] = (big, "larger than the 256 MB limit")
+    return out
+
+
+def one_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr[:2000]
+    return lines[0]
+
+
+def test_validate_names_each_hostile_file_on_one_line_and_exits_1(tmp_path):
+    files = hostile_files(tmp_path)
+    done = audit("validate", *(str(p) for p, _ in files.values()))
+    assert done.returncode == 1, done.stderr[:2000]
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == len(files), done.stderr[:2000]
+    for (path, words), line in zip(files.values(), lines):
+        assert line.startswith(str(path)) and words in line, line
+
+
+@pytest.mark.parametrize("name", ["deep", "long_int", "surrogate", "too_big"])
+def test_show_refuses_a_hostile_file_with_one_line_and_status_2(tmp_path, name):
+    path, words = hostile_files(tmp_path)[name]
+    done = CliRunner().invoke(app, ["show", str(path)])
+    assert done.exit_code == 2
+    assert words in one_line(done.stderr) and not done.stdout
+
+
+@pytest.mark.parametrize("name", ["fifo", "dev_zero"])
+def test_show_does_not_block_on_a_fifo_or_a_device(tmp_path, name):
+    path, words = hostile_files(tmp_path)[name]
+    done = audit("show", str(path))  # a subprocess with a timeout: a blocking read fails the test
+    assert done.returncode == 2
+    assert words in one_line(done.stderr)
+
+
+def test_max_size_sets_the_limit(tmp_path):
+    runner = CliRunner()
+    assert runner.invoke(app, ["validate", "--max-size", "0.001", str(GATE)]).exit_code == 1
+    assert runner.invoke(app, ["show", "--max-size", "1", str(GATE)]).exit_code == 0
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(257 * 2**20)
+    with pytest.raises(ReportError, match="not JSON"):  # read whole under a raised limit
+        load_report(big, max_mb=300)
+
+
+def _first_cmp(d: dict) -> dict:
+    return d["results"]["diffusers"]["vs rl_kernel"]["257"]["grads"]["gate"]
+
+
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("max_abs", float("nan"), "finite"),
+        ("max_abs", float("inf"), "finite"),
+        ("differ", 48_385, "cannot exceed numel"),
+        ("differ", -1, "greater than or equal to 0"),
+        ("numel", -5, "greater than or equal to 0"),
+    ],
+)
+def test_values_no_comparison_can_produce_are_invalid(field, value, words):
+    data = copy.deepcopy(load(GATE))
+    _first_cmp(data)[field] = value
+    with pytest.raises(ReportError) as info:
+        parse_report(data)
+    assert any(words in msg for _, msg in info.value.problems), info.value.problems
+
+
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "1e400"])
+def test_non_finite_max_abs_in_the_file_is_invalid(tmp_path, token):
+    text = GATE.read_text().replace('"max_abs": 0.375', f'"max_abs": {token}', 1)
+    assert token in text
+    (tmp_path / "r.json").write_text(text)
+    with pytest.raises(ReportError, match="max_abs"):
+        load_report(tmp_path / "r.json")
+
+
+def test_a_negative_prior_art_count_is_invalid():
+    data = copy.deepcopy(load(next(p for p in SEEDS if p.name.startswith("h3_prior_art"))))
+    data["results"]["plain"]["rl_kernel"]["batch_invariance"]["batch_size_sweep"]["comparisons"] = -2256
+    with pytest.raises(ReportError, match="comparisons"):
+        parse_report(data)
+
+
+def test_a_report_with_200k_comparisons_shows_in_seconds(tmp_path):
+    data = load(GATE)
+    one = data["results"]["diffusers"]["vs rl_kernel"]["257"]  # an output and three gradients: 4 comparisons
+    cases = range(1, 50_001)
+    data["cases"] = list(cases)
+    data["results"]["diffusers"]["vs rl_kernel"] = {str(c): one for c in cases}
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(data))
+    start = time.monotonic()
+    done = CliRunner().invoke(app, ["show", str(path)])
+    assert done.exit_code == 0, done.output[-2000:]
+    assert time.monotonic() - start < 60
+    assert "49,000 more rows not shown (49,000 of them differ or are unavailable)" in done.stdout
