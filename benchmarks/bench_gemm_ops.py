@@ -4,7 +4,7 @@ For T = 1, 64, 2048 (MiniMax-H3 sizes; --sizes for others): forward, and forward
 input requiring grad, for our CUDA kernels and for eager PyTorch (TF32 off). Median of CUDA-event
 samples after warm-up. Prints the ratios (ours / cuBLAS) with the achieved TFLOP/s (2 flops per
 multiply-add of the weight GEMMs; fwd+bwd counts 3 times the forward's: dgrad and wgrad), and writes
-JSON naming the GPU, torch, CUDA and adaln_projection's forward kernel.
+JSON naming the GPU, torch, CUDA and adaln_projection's forward and backward kernels.
 
 Usage (repository root, package importable: `pip install -e .` or PYTHONPATH=.):
     python benchmarks/bench_gemm_ops.py [--out bench_gemm_ops.json] [--sizes 1,64,2048]
@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 import rl_kernel_ops
-from rl_kernel_ops.cuda_gemm import adaln_forward_kernel
+from rl_kernel_ops.cuda_gemm import adaln_backward_kernel, adaln_forward_kernel
 from audit.inputs import draw_grad_out, draw_inputs
 from audit.ops import get_op
 from bench_common import machine, median_ms
@@ -84,6 +84,10 @@ def main() -> None:
             if op == "adaln_projection":
                 kernels["adaln_projection_forward"] = adaln_forward_kernel(inputs[1])
                 kernels["adaln_projection_wgmma_variant"] = os.environ.get("RL_KERNEL_OPS_ADALN_WGMMA_VARIANT", "0")
+                kernels["adaln_projection_backward"] = adaln_backward_kernel(inputs[1])
+                kernels["adaln_projection_wgmma_bwd_variant"] = os.environ.get(
+                    "RL_KERNEL_OPS_ADALN_WGMMA_BWD_VARIANT", "0"
+                )
             mine = measure(ours, inputs, g, args.warmup, args.iters)
             cublas = measure(eager, inputs, g, args.warmup, args.iters)
             flop = forward_flop(inputs, rows)

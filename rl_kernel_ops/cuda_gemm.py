@@ -15,7 +15,11 @@ constants are passed to the kernels). Contracts:
 adaln_projection's forward has two kernels with the same summation order (one FP32 chain of
 16-wide k steps per output, ascending, from 0): the wgmma/TMA kernel of ``csrc/gemm_wgmma_bf16.cuh``
 on sm_90 devices whose weight its tiles cover (N % 256 == 0, D % 64 == 0), the mma.sync kernel
-elsewhere. The backward runs on the mma.sync kernels.
+elsewhere. The backward runs on the mma.sync kernels by default; ``RL_KERNEL_OPS_ADALN_WGMMA_BWD=1``
+(opt-in, issue 13 step 3) moves its dgrad and wgrad onto the wgmma/TMA kernels of
+``csrc/gemm_wgmma_bwd_bf16.cuh``, which keep the same summation order (the same split-K chunks,
+each one chain of 16-wide k steps from 0, folded in ascending order; wgrad one chain over all
+rows) and so are meant to give the same bits (``adaln_backward_kernel``).
 Against eager cuBLAS the results are equal to tolerance, not bitwise (different summation order);
 adaln_projection's forward output is the exception: on the H200 it equals cuBLAS's bit for bit at
 every T checked (1 to 8192; docs/evidence/h200/check_adaln_wgmma_step*).
@@ -99,6 +103,18 @@ def adaln_forward_kernel(w: torch.Tensor) -> str:
     return "mma"
 
 
+def adaln_backward_kernel(w: torch.Tensor) -> str:
+    """Which backward GEMM kernels adaln_projection runs for weight ``w``: "wgmma" only when
+    RL_KERNEL_OPS_ADALN_WGMMA_BWD=1 (opt-in until its bits are checked on an H200) on sm_90 with
+    D % 128 == 0 and N % (64 * ADALN_SPLITS_DGRAD) == 0; otherwise "mma" (the verified default)."""
+    if os.environ.get("RL_KERNEL_OPS_ADALN_WGMMA_BWD", "0") != "1":
+        return "mma"
+    n, d = w.shape
+    if torch.cuda.get_device_capability(w.device) == (9, 0) and d % 128 == 0 and n % (64 * ADALN_SPLITS_DGRAD) == 0:
+        return "wgmma"
+    return "mma"
+
+
 class AdalnProjection(torch.autograd.Function):
     """linear(silu(temb).to(bf16), w, b) on the BF16 tensor-core kernels; grads temb, w, b."""
 
@@ -120,9 +136,13 @@ class AdalnProjection(torch.autograd.Function):
     def backward(ctx, dout):
         temb, a, w = ctx.saved_tensors
         needs = ctx.needs_input_grad
-        grads = _ops().adaln_proj_backward(
-            kernel_layout(dout.to(torch.bfloat16)), temb, a, w, ADALN_SPLITS_DGRAD, ROW_CHUNK, *needs
-        )
+        args = (kernel_layout(dout.to(torch.bfloat16)), temb, a, w, ADALN_SPLITS_DGRAD, ROW_CHUNK, *needs)
+        if adaln_backward_kernel(w) == "wgmma":
+            # RL_KERNEL_OPS_ADALN_WGMMA_BWD_VARIANT forces dgrad's tile (1..3) for benchmarks.
+            variant = int(os.environ.get("RL_KERNEL_OPS_ADALN_WGMMA_BWD_VARIANT", "0"))
+            grads = _ops().adaln_proj_backward_wgmma(*args, variant)
+        else:
+            grads = _ops().adaln_proj_backward(*args)
         return tuple(g if need else None for g, need in zip(grads, needs))
 
 

@@ -192,6 +192,7 @@ __device__ __forceinline__ void store_rows(const float (&acc)[128], bf16* __rest
   }
 }
 
+#ifndef RLK_WGMMA_PRIMITIVES_ONLY  // the forward's kernels (a TU that wants only the primitives skips them)
 // ---- the kernel --------------------------------------------------------------------------------
 template <int BM, int STAGES>
 struct Config {
@@ -413,6 +414,8 @@ __global__ void __launch_bounds__(Config<128, STAGES>::THREADS, 1)
 #endif  // sm_90a only
 }
 
+#endif  // RLK_WGMMA_PRIMITIVES_ONLY
+
 // ---- host side ---------------------------------------------------------------------------------
 inline PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
@@ -443,6 +446,7 @@ inline CUtensorMap k_major_map(const bf16* ptr, int rows, int K, int box_rows) {
   return map;
 }
 
+#ifndef RLK_WGMMA_PRIMITIVES_ONLY
 template <int BM, int STAGES>
 inline void launch(const bf16* A, const bf16* W, const bf16* bias, bf16* out, int M, int N, int K,
                    cudaStream_t stream) {
@@ -537,6 +541,8 @@ inline void linear_bias(const bf16* A, const bf16* W, const bf16* bias, bf16* ou
     launch_persistent<4, 2>(A, W, bias, out, M, N, K, stream);
   }
 }
+
+#endif  // RLK_WGMMA_PRIMITIVES_ONLY
 
 }  // namespace wgmma_gemm
 }  // namespace rlk
