@@ -16,17 +16,22 @@ def _header(p: Plan, kind: str, outcome: Outcome) -> dict:
         "op": p.op.name,
         "rl_kernel_commit": commit,
         "tracked_tree_dirty": dirty,
-        "environment": collect(p.device, {m: outcome.environments[m] for m in p.by_mode}, outcome.tf32),
+        "environment": collect(p.device, {m: outcome.environments[m] for m in p.by_mode}, outcome.tf32,
+                               {m: outcome.interpreters[m] for m in p.by_mode if m in outcome.interpreters}),
     }
 
 
 def bitwise_report(p: Plan, outcome: Outcome) -> dict:
     """The ``h3_bitwise_reuse`` report: candidates in name order, cases in the plan's order, and no
     comparison with a reference that never ran. A mode whose inputs' fingerprints differ from plain
-    mode's makes its candidates unavailable (it would compare different problems)."""
+    mode's makes its candidates unavailable (it would compare different problems); a mode that ran
+    in another environment says in ``environment.modes`` whether its inputs were plain mode's."""
     plain = outcome.fingerprints.get("plain", {})
     for mode_name, prints in outcome.fingerprints.items():
-        if any(plain.get(case, sha) != sha for case, sha in prints.items()):
+        same = all(plain.get(case) == sha for case, sha in prints.items())
+        if mode_name in outcome.interpreters:
+            outcome.interpreters[mode_name]["inputs_sha256_as_plain"] = same
+        if not same:
             for c in p.by_mode[mode_name]:
                 outcome.unavailable(c.report_name(mode_name), f"inputs in mode {mode_name} differ from plain mode's")
     missing_refs = {r for r in p.op.references if "unavailable" in outcome.results.get(r, {"unavailable": ""})}

@@ -50,10 +50,15 @@ class Candidate:
     # FP64 as its accuracy reference; None: the op's first reference (diffusers)
 
     def report_name(self, mode: str) -> str:
-        return f"{self.name}[{mode}]" if self.all_modes else self.name
+        """``name[MODE]`` for a candidate of every mode; otherwise ``name``, or ``name@ENV`` when
+        its mode runs again in environment ENV (mode ``MODE@ENV``)."""
+        if self.all_modes:
+            return f"{self.name}[{mode}]"
+        env = mode.partition("@")[2]
+        return f"{self.name}@{env}" if env else self.name
 
     def runs_in(self, mode: str) -> bool:
-        return self.all_modes or mode == self.mode
+        return self.all_modes or mode.partition("@")[0] == self.mode
 
 
 _REGISTRY: dict[tuple[str, str], Candidate] = {}

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from modes import MODES
+from modes import MODES, get_mode
 from reports.io import MAX_REPORT_MB
 
 from .ops import OPS
@@ -119,22 +119,51 @@ def _load_adapters() -> None:
         raise _usage_error(str(exc)) from None
 
 
+ConfigOpt = Annotated[Optional[Path], typer.Option(
+    "--config", help="audit.toml naming Python environments ([environments] NAME = PYTHON) and the modes that run "
+    "in them ([modes] MODE = NAME). Default: ./audit.toml when it exists.")]
+EnvOpt = Annotated[Optional[list[str]], typer.Option(
+    "--env", metavar="NAME=PYTHON", help="Name an interpreter, e.g. another venv's bin/python; repeatable; adds to "
+    "or overrides audit.toml.")]
+ModeEnvOpt = Annotated[Optional[list[str]], typer.Option(
+    "--mode-env", metavar="MODE=NAME", help="Run MODE's process in environment NAME; repeatable. To run a mode "
+    "again in another environment, select it as --mode MODE@NAME.")]
+
+
+def _environments(config: Optional[Path], env: Optional[list[str]], mode_env: Optional[list[str]]):
+    """The named environments; a bad config or --env/--mode-env value is a usage error (exit 2)."""
+    from .environments import ConfigError, load
+
+    try:
+        return load(config, env or [], mode_env or [], list(MODES))
+    except ConfigError as exc:
+        raise _usage_error(str(exc)) from None
+
+
 def _check_names(kind: str, given: list[str], valid: list[str]) -> None:
     unknown = [g for g in given if g not in valid]
     if unknown:
         raise typer.BadParameter(f"unknown {kind} {', '.join(map(repr, unknown))}; valid: {', '.join(valid)}")
 
 
-def _check_selection(op: str, mode: Optional[list[str]], candidate: Optional[list[str]]) -> list[str]:
-    """The ops selected; unknown op, mode or candidate names are a usage error (status 2)."""
+def _check_selection(op: str, mode: Optional[list[str]], candidate: Optional[list[str]], envs=None) -> list[str]:
+    """The ops selected; unknown op, mode (``MODE`` or ``MODE@ENV`` with ENV named) or candidate
+    names are a usage error (status 2)."""
     from .candidates import candidates_for
 
     _load_adapters()
     ops = list(OPS) if op == "all" else [op]
     _check_names("op", ops, list(OPS))
-    _check_names("mode", mode or [], list(MODES))
-    known = {n for o in ops for c in candidates_for(o) for n in (c.name, c.report_name("plain"))}
-    known |= {c.report_name(m) for o in ops for c in candidates_for(o) if c.all_modes for m in MODES}
+    _check_names("mode", [m.partition("@")[0] for m in mode or []], list(MODES))
+    named = envs.pythons if envs is not None else {}
+    for m in mode or []:
+        base, at, env = m.partition("@")
+        if at and env not in named:
+            raise _usage_error(f"--mode {m}: environment {env!r} is not named (--env {env or 'NAME'}=PYTHON or "
+                               f"audit.toml); named: {', '.join(named) or 'none'}")
+    slots = [*MODES, *(m for m in mode or [] if "@" in m)]
+    known = {c.name for o in ops for c in candidates_for(o)}
+    known |= {c.report_name(s) for o in ops for c in candidates_for(o) for s in slots if c.runs_in(s)}
     _check_names("candidate", candidate or [], sorted(known))
     return ops
 
@@ -142,7 +171,7 @@ def _check_selection(op: str, mode: Optional[list[str]], candidate: Optional[lis
 def _modes_for(spec, mode: Optional[list[str]]) -> list[str]:
     """The selected modes ``spec`` runs in (``Mode.runs``)."""
     modes = list(mode) if mode else list(MODES)
-    return [m for m in modes if MODES[m].runs(spec)]
+    return [m for m in modes if get_mode(m).runs(spec)]
 
 
 def _resolve_device(device: Device):
@@ -171,16 +200,21 @@ def run(
                                          "1 turns the check off.")] = 2,
     baseline: BaselineOpt = None,
     fail_on: FailOnOpt = None,
+    config: ConfigOpt = None,
+    env: EnvOpt = None,
+    mode_env: ModeEnvOpt = None,
 ) -> None:
-    """Run the bitwise-reuse audit: every mode in its own subprocess, every candidate and case
-    computed --repeats times and compared bitwise with both references; writes one h3_bitwise_reuse
-    report per op and prints the verdicts, then the detail tables. Exit 0, or 1 when --fail-on
-    says so (a regression against --baseline, or any difference)."""
+    """Run the bitwise-reuse audit: every mode in its own subprocess (in its own Python environment
+    where audit.toml or --mode-env says so), every candidate and case computed --repeats times and
+    compared bitwise with both references; writes one h3_bitwise_reuse report per op and prints the
+    verdicts, then the detail tables. Exit 0, or 1 when --fail-on says so (a regression against
+    --baseline, or any difference)."""
     from .assemble import bitwise_report
     from .ops import get_op
     from .runner import plan
 
-    ops = _check_selection(op, mode, candidate)
+    envs = _environments(config, env, mode_env)
+    ops = _check_selection(op, mode, candidate, envs)
     if case and any(c < 1 for c in case):
         raise typer.BadParameter("a case is a number of rows, at least 1", param_hint="--case")
     if repeats < 1:
@@ -194,7 +228,7 @@ def run(
         spec = get_op(name)
         cases = list(dict.fromkeys(case)) if case else list(spec.cpu_cases if dev.type == "cpu" else spec.cases)
         modes = _modes_for(spec, mode)
-        plans.append(plan(spec, "bitwise", modes, candidate, cases, dev, inherited, repeats=repeats))
+        plans.append(plan(spec, "bitwise", modes, candidate, cases, dev, inherited, envs, repeats=repeats))
     if dev.type == "cpu" and not case:
         err.print("[dim]CPU device: using each op's CPU cases (pass --case to choose).[/]")
     _run_plans(plans, timeout, bitwise_report, paths, "candidate × case", quiet, gate)
@@ -306,16 +340,21 @@ def prior_art(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print no tables, only where the reports went.")] = False,
     baseline: BaselineOpt = None,
     fail_on: FailOnOpt = None,
+    config: ConfigOpt = None,
+    env: EnvOpt = None,
+    mode_env: ModeEnvOpt = None,
 ) -> None:
     """Write the h3_prior_art report: for each mode and candidate, bitwise batch invariance (every
     row alone vs in batches, contiguous sub-batches, a batch-size sweep with probe rows, parameter
-    gradients repeated), accuracy against FP64 and latency."""
+    gradients repeated), accuracy against FP64 and latency; each mode in its own process and, where
+    configured, its own Python environment."""
     from .assemble import prior_art_report
     from .ops import get_op
     from .prior_art import CHECKS, sizes_for, sizes_json
     from .runner import plan
 
-    ops = _check_selection(op, mode, candidate)
+    envs = _environments(config, env, mode_env)
+    ops = _check_selection(op, mode, candidate, envs)
     paths = _report_paths(out, ops, "h3_prior_art")
     inherited = _check_inherited(inherit_env)
     gate = _gate_for(baseline, fail_on, "h3_prior_art", ops, quick)
@@ -325,7 +364,8 @@ def prior_art(
     for name in ops:
         spec = get_op(name)
         sizes = sizes_json(sizes_for(spec, quick))
-        plans.append(plan(spec, "prior_art", _modes_for(spec, mode), candidate, CHECKS, dev, inherited, sizes=sizes))
+        plans.append(plan(spec, "prior_art", _modes_for(spec, mode), candidate, CHECKS, dev, inherited, envs,
+                          sizes=sizes))
     _run_plans(plans, timeout, lambda p, outcome: prior_art_report(p, outcome, quick, commit), paths,
                "candidate × check", quiet, gate)
 
@@ -480,10 +520,18 @@ def schema(
 
 
 @app.command("list")
-def list_(device: Annotated[Device, typer.Option(help="Device to judge availability for.")] = Device.auto) -> None:
-    """Ops, candidates per op and modes, each with whether it can run here and, if not, why."""
+def list_(
+    device: Annotated[Device, typer.Option(help="Device to judge availability for.")] = Device.auto,
+    config: ConfigOpt = None,
+    env: EnvOpt = None,
+    mode_env: ModeEnvOpt = None,
+) -> None:
+    """Ops, candidates per op and modes, each with whether it can run here and, if not, why; a mode
+    mapped to another Python environment is judged in that environment."""
     from .candidates import candidates_for, unavailable_reason
+    from .environments import check
 
+    envs = _environments(config, env, mode_env)
     _load_adapters()
     dev = _resolve_device(device)
     ops = Table(title=f"ops (device: {dev})", title_justify="left")
@@ -491,9 +539,9 @@ def list_(device: Annotated[Device, typer.Option(help="Device to judge availabil
         ops.add_column(col)
     for spec in OPS.values():
         cases = spec.cpu_cases if dev.type == "cpu" else spec.cases
-        ops.add_row(spec.name, spec.kind, spec.summary, " ".join(map(str, cases)), ", ".join(spec.references))
+        ops.add_row(spec.name, spec.kind, escape(spec.summary), " ".join(map(str, cases)), ", ".join(spec.references))
     console.print(ops)
-    cands = Table(title="candidates", title_justify="left")
+    cands = Table(title="candidates (in this interpreter)", title_justify="left")
     for col in ("op", "candidate", "modes", "grads", "available here"):
         cands.add_column(col, overflow="fold", no_wrap=col in ("op", "candidate"))
     for spec in OPS.values():
@@ -504,10 +552,67 @@ def list_(device: Annotated[Device, typer.Option(help="Device to judge availabil
                           "[green]yes[/]" if reason is None else f"[grey50]no: {escape(reason)}[/]")
     console.print(cands)
     modes = Table(title="modes", title_justify="left")
-    for col in ("mode", "environment", "what", "available here"):
-        modes.add_column(col, overflow="fold", no_wrap=col == "mode")
+    widest = max(len(f"{k}={v}") for m in MODES.values() for k, v in m.env.items())
+    for col in ("mode", "variables", "what", "runs in", "available there"):
+        modes.add_column(col, overflow="fold", no_wrap=col == "mode", min_width=widest if col == "variables" else None)
+    checked: dict[str, dict] = {}
     for m in MODES.values():
-        reason = m.problem()
-        env = " ".join(f"{k}={v}" for k, v in m.env.items()) or "—"
-        modes.add_row(m.name, env, m.summary, "[green]yes[/]" if reason is None else f"[grey50]no: {escape(reason)}[/]")
+        env_name, python = envs.python_for(m.name)
+        if env_name is None:
+            where, reason = "this interpreter", m.problem()
+        else:
+            found = checked.setdefault(env_name, check(python, dev.type))
+            where = f"{env_name} ({python})"
+            reason = found.get("problem") or found["availability"]["modes"].get(m.name)
+        variables = "\n".join(f"{k}={v}" for k, v in m.env.items()) or "—"
+        modes.add_row(m.name, variables, m.summary, escape(where),
+                      "[green]yes[/]" if reason is None else f"[grey50]no: {escape(reason)}[/]")
     console.print(modes)
+
+
+env_app = typer.Typer(help="Named Python environments (audit.toml, --env): what each holds and what can run there.",
+                      no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(env_app, name="env")
+
+
+@env_app.command("check")
+def env_check(
+    device: Annotated[Device, typer.Option(help="Device to judge availability for.")] = Device.auto,
+    config: ConfigOpt = None,
+    env: EnvOpt = None,
+    mode_env: ModeEnvOpt = None,
+) -> None:
+    """For every configured environment: its interpreter, Python, torch and CUDA, the compared
+    libraries it holds, the modes mapped to it, and which modes and candidates can run there, or
+    exactly why it cannot run the audit's worker. Exit 1 when some environment cannot."""
+    from .environments import check
+
+    envs = _environments(config, env, mode_env)
+    if not envs.pythons:
+        console.print("no environments configured: every mode runs in this interpreter "
+                      "(name some in audit.toml or with --env NAME=PYTHON)")
+        return
+    dev = _resolve_device(device)
+    broken = False
+    for name, python in envs.pythons.items():
+        found = check(python, dev.type)
+        mapped = ", ".join(m for m, e in envs.modes.items() if e == name) or "none (select MODE@" + name + ")"
+        table = Table(title=escape(f"environment {name}: {python}"), title_justify="left", show_header=False)
+        table.add_column("what", no_wrap=True)
+        table.add_column("value", overflow="fold")
+        table.add_row("modes mapped here", escape(mapped))
+        if "problem" in found:
+            broken = True
+            table.add_row("can run the worker", f"[red]no: {escape(found['problem'])}[/]")
+            console.print(table)
+            continue
+        libraries = ", ".join(f"{k} {v}" for k, v in found["libraries"].items() if v) or "none"
+        table.add_row("python / torch / CUDA", escape(f"{found['python_version']} / {found['torch']} / {found['cuda']}"))
+        table.add_row("libraries", escape(libraries))
+        runnable = found["availability"]
+        table.add_row("modes that can run", escape(", ".join(m for m, r in runnable["modes"].items() if r is None) or "none"))
+        for op_name, cands in runnable["candidates"].items():
+            table.add_row(f"{op_name} candidates", escape(", ".join(c for c, r in cands.items() if r is None) or "none"))
+        console.print(table)
+    if broken:
+        raise typer.Exit(1)

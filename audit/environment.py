@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import platform
 import subprocess
+import sys
 from pathlib import Path
 
 import torch
@@ -44,9 +45,25 @@ def repository_state() -> tuple[str, bool | str]:
     return head, ("unknown" if status is None else bool(status))
 
 
-def collect(device: torch.device, mode_environment: dict[str, dict[str, str]], tf32: bool) -> dict:
+def interpreter() -> dict:
+    """This interpreter: its path, Python, torch and CUDA versions, and the compared libraries'
+    versions it sees (a mode's worker reports this, so the report says what each mode really ran)."""
+    return {
+        "python": sys.executable,
+        "python_version": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "libraries": {name: version(name) for name in LIBRARIES},
+    }
+
+
+def collect(device: torch.device, mode_environment: dict[str, dict[str, str]], tf32: bool,
+            interpreters: dict[str, dict] | None = None) -> dict:
     """What ran where: GPU and capability (null on a CPU device), versions, TF32 state, and per mode
-    the numerics variables its process had. ``tf32`` is what the mode processes ran with."""
+    the numerics variables its process had. ``tf32`` is what the mode processes ran with. The
+    top-level versions are the audit's own process's; ``interpreters`` (what each mode's worker
+    reported, or why its environment could not run one) becomes ``modes`` when a mode ran in
+    another environment."""
     gpu = capability = None
     if device.type == "cuda":
         gpu = torch.cuda.get_device_name(device)
@@ -60,4 +77,5 @@ def collect(device: torch.device, mode_environment: dict[str, dict[str, str]], t
         "tf32": tf32,
         "libraries": {name: version(name) for name in LIBRARIES},
         "mode_environment": mode_environment,
+        **({"modes": interpreters} if interpreters and any(i.get("environment") for i in interpreters.values()) else {}),
     }

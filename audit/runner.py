@@ -15,7 +15,6 @@ import select
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections import deque
@@ -25,10 +24,11 @@ from typing import Callable
 
 import torch
 
-from modes import MODES, Mode
+from modes import Mode, get_mode
 from modes.environment import mode_environment
 
 from .candidates import Candidate, bounded, candidates_for
+from .environments import Environments, probe, worker_path
 from .ops import OpSpec
 
 STDERR_TAIL = 12
@@ -48,6 +48,7 @@ class Plan:
     by_mode: dict[str, list[Candidate]]
     options: dict = field(default_factory=dict)  # task-specific job fields
     inherit_env: tuple[str, ...] = ()  # numerics variables the mode processes keep from this shell
+    environments: Environments = field(default_factory=Environments)  # the interpreter of each mode
 
     @property
     def total(self) -> int:
@@ -56,7 +57,7 @@ class Plan:
 
 def plan(
     op: OpSpec, task: str, modes: list[str], names: list[str] | None, units: list, device: torch.device,
-    inherit_env: tuple[str, ...] = (), **options
+    inherit_env: tuple[str, ...] = (), environments: Environments | None = None, **options
 ) -> Plan:
     """Candidates per mode, references first; ``names`` filters by candidate or report name. In the
     bitwise task the references always run, since every comparison needs them. ``inherit_env``
@@ -77,7 +78,7 @@ def plan(
         ]
         if chosen:
             by_mode[mode] = chosen
-    return Plan(op, task, units, device, by_mode, options, tuple(inherit_env))
+    return Plan(op, task, units, device, by_mode, options, tuple(inherit_env), environments or Environments())
 
 
 @dataclass
@@ -88,6 +89,7 @@ class Outcome:
     modes: dict[str, dict] = field(default_factory=dict)  # mode -> {"unavailable": ...} or {"description": ...}
     fingerprints: dict[str, dict[str, str]] = field(default_factory=dict)  # mode -> case -> sha256
     environments: dict[str, dict[str, str]] = field(default_factory=dict)  # mode -> its numerics variables
+    interpreters: dict[str, dict] = field(default_factory=dict)  # mode -> the interpreter its worker reported
     tf32: bool = False
     done: set[tuple[str, object]] = field(default_factory=set)  # (report name, unit)
 
@@ -101,7 +103,7 @@ class Outcome:
         return all((name, u) in self.done for u in units)
 
 
-def _spawn(job: dict, workdir: Path, env: dict[str, str]) -> tuple[subprocess.Popen, int, Path]:
+def _spawn(job: dict, workdir: Path, env: dict[str, str], python: str) -> tuple[subprocess.Popen, int, Path]:
     read_fd, write_fd = os.pipe()
     job = dict(job, events_fd=write_fd)
     job_path = workdir / f"job-{job['mode']}-{time.monotonic_ns()}.json"
@@ -109,7 +111,7 @@ def _spawn(job: dict, workdir: Path, env: dict[str, str]) -> tuple[subprocess.Po
     log_path = job_path.with_suffix(".log")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "audit.worker", str(job_path)],
+            [python, "-m", "audit.worker", str(job_path)],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -231,6 +233,18 @@ def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, timeout: floa
             outcome.done.add(key)
             advance(ev["candidate"])
 
+    env_name, python = p.environments.python_for(mode.name)
+    if env_name is not None:  # another environment: checked first, and none of this one's packages leak in
+        found = probe(python, needs_cuda=p.device.type == "cuda")
+        if "problem" in found:
+            reason = f"environment {env_name} ({python}): {found['problem']}"
+            outcome.modes[mode.name] = {"unavailable": reason}
+            outcome.interpreters[mode.name] = {"environment": env_name, "python": python, "unavailable": found["problem"]}
+            for name in pending:
+                give_up(name, reason)
+            return
+        env["PYTHONPATH"] = worker_path()
+
     while pending:
         job = {
             "task": p.task,
@@ -244,7 +258,7 @@ def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, timeout: floa
             "skip": sorted((n, u) for n, u in outcome.done if n in names),
             **p.options,
         }
-        proc, read_fd, log_path = _spawn(job, workdir, env)
+        proc, read_fd, log_path = _spawn(job, workdir, env, python)
         current: tuple[str | None, object] | None = None  # (candidate, unit); candidate None: drawing inputs
         finished = timed_out = False
         raised: str | None = None
@@ -252,7 +266,9 @@ def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, timeout: floa
         try:
             for ev in _events(proc, read_fd, time.monotonic() + timeout):
                 kind = ev["event"]
-                if kind == "mode":
+                if kind == "interpreter":
+                    outcome.interpreters[mode.name] = {"environment": env_name, **ev["info"]}
+                elif kind == "mode":
                     outcome.tf32 |= bool(ev.get("tf32"))
                     outcome.modes[mode.name] = {"description": ev.get("description")}
                 elif kind == "mode_unavailable":
@@ -321,7 +337,7 @@ def run_plan(p: Plan, timeout: float, advance: Advance) -> Outcome:
     workdir = Path(tempfile.mkdtemp(prefix=f"audit-{p.op.name}-"))
     try:
         for mode_name in p.by_mode:
-            run_mode(p, MODES[mode_name], outcome, workdir, timeout, advance)
+            run_mode(p, get_mode(mode_name), outcome, workdir, timeout, advance)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return outcome

@@ -21,6 +21,7 @@ from modes import get_mode
 
 from .bitwise import run_bitwise
 from .candidates import Candidate, error_text, get_candidate, unavailable_reason
+from .environment import interpreter
 from .ops import get_op
 
 
@@ -44,6 +45,7 @@ def run_job(job: dict, emit) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     op, mode, device = get_op(job["op"]), get_mode(job["mode"]), torch.device(job["device"])
+    emit("interpreter", info=interpreter())
     try:
         description = mode.call("enable")
     except Exception as exc:

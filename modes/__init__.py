@@ -14,6 +14,7 @@ in it.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass, field
 
@@ -32,13 +33,19 @@ class Mode:
     requires: tuple[str, ...] = ()  # modules that must import for the mode to be possible
     ops: tuple[str, ...] | None = None  # None: a library mode, run by every GEMM op; otherwise the
     # process environment of candidates of these ops that name this mode
+    environment: str | None = None  # set on "MODE@ENV": the same mode run again in a named environment
+
+    @property
+    def base(self) -> str:
+        """The mode's own name, without ``@ENV``."""
+        return self.name.partition("@")[0]
 
     def runs(self, op: OpSpec) -> bool:
         """Whether ``op`` runs in this mode: GEMM ops in plain and every library mode, row ops in
         plain mode only; a mode made for some candidates (``ops`` set) runs just those ops."""
         if self.ops is not None:
             return op.name in self.ops
-        return op.kind == "gemm" or self.name == "plain"
+        return op.kind == "gemm" or self.base == "plain"
 
     def problem(self) -> str | None:
         """Why this mode cannot run here, judged by importing what it needs without switching it on
@@ -126,7 +133,15 @@ MODES: dict[str, Mode] = {
 
 
 def get_mode(name: str) -> Mode:
+    """The mode called ``name``; ``MODE@ENV`` is that mode run again in the named environment ENV
+    (its own process, its candidates reported with ``@ENV``; see ``audit.environments``)."""
+    base, at, env = name.partition("@")
     try:
-        return MODES[name]
+        mode = MODES[base]
     except KeyError:
-        raise KeyError(f"unknown mode {name!r}; valid modes: {', '.join(MODES)}") from None
+        raise KeyError(f"unknown mode {base!r}; valid modes: {', '.join(MODES)}") from None
+    if not at:
+        return mode
+    if not env:
+        raise KeyError(f"mode {name!r}: no environment after '@'")
+    return dataclasses.replace(mode, name=name, environment=env)

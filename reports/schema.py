@@ -104,7 +104,32 @@ class BitwiseCandidate(BaseModel):
         return self
 
 
+class ModeInterpreter(Strict):
+    """The interpreter a mode's process ran in, as its worker reported it; ``environment`` is the
+    name from audit.toml / ``--env`` (null: the audit's own). ``inputs_sha256_as_plain`` (bitwise
+    reports): whether the inputs drawn there had plain mode's fingerprints in every case, so the
+    comparison is of the same problem. ``unavailable`` instead of versions when that environment
+    could not run a worker (the path does not exist, no torch, ...)."""
+
+    environment: str | None
+    python: str
+    python_version: str | None = None
+    torch: str | None = None
+    cuda: str | None = None
+    libraries: dict[str, str | None] | None = None
+    inputs_sha256_as_plain: bool | None = None  # bitwise: every case's inputs had plain mode's sha256
+    unavailable: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_unset(self, handler):
+        return {k: v for k, v in handler(self).items() if k in ("environment", "python") or k in self.model_fields_set}
+
+
 class Environment(Strict):
+    """The audit's own process (``torch``, ``python``, ``libraries`` ...), the numerics variables
+    of each mode's process, and, when some mode ran in another environment, ``modes``: every mode's
+    interpreter with its versions (optional; absent in the example reports)."""
+
     gpu: str | None
     capability: list[int] | None = Field(min_length=2, max_length=2)
     torch: str
@@ -113,6 +138,14 @@ class Environment(Strict):
     tf32: bool
     libraries: dict[str, str | None]
     mode_environment: dict[str, dict[str, str]]
+    modes: dict[str, ModeInterpreter] | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_modes(self, handler):
+        data = handler(self)
+        if data.get("modes") is None:
+            data.pop("modes", None)
+        return data
 
 
 class PriorArtEnvironment(Environment):

@@ -45,6 +45,12 @@ def test_every_audit_command_in_the_workflow_parses():
 def on_cpu(args: list[str], reports: Path) -> list[list[str]]:
     """The CPU, tiny-case form of one workflow command (one per report for a ``"$f"`` loop)."""
     args = ["cpu" if a == "cuda" else a for a in args]
+    if "--baseline" in args:  # the gate against the H200 reports is not a CPU question: against this run's own
+        at = args.index("--baseline")
+        args = args[:at] + args[at + 2:]
+        args = [a for i, a in enumerate(args) if a != "--fail-on" and (i == 0 or args[i - 1] != "--fail-on")]
+    if args[0] == "diff":
+        args = [str(reports) if a == "audit-reports" else a for a in args]
     if args[0] in ("run", "prior-art"):
         args = ["gate_residual" if a == "all" else str(reports) if a == "audit-reports" else a for a in args]
         args += ["--case", "1", "--candidate", "diffusers"] if args[0] == "run" else ["--quick", "--candidate", "rl_kernel"]
@@ -61,9 +67,11 @@ def test_every_audit_command_in_the_workflow_runs_on_the_cpu(tmp_path):
     for args in audit_commands():
         for cpu_args in on_cpu(args, reports):
             result = runner.invoke(app, cpu_args)
-            assert result.exit_code == 0, (cpu_args, result.output[-3000:])
+            # the job summary's diff of the H200 reports against a CPU run has regressions; the
+            # workflow keeps going (`|| true`), so 1 is fine there
+            assert result.exit_code in ((0, 1) if cpu_args[0] == "diff" else (0,)), (cpu_args, result.output[-3000:])
             ran.append(cpu_args[0])
             if cpu_args[0] == "run":  # the progress bar says what it counts and how long is left
                 assert "candidate × case" in result.stderr and "ETA" in result.stderr
-    assert ran == ["list", "run", "prior-art", "validate", "show", "show"]
+    assert ran == ["env", "list", "run", "prior-art", "validate", "diff", "show", "show"]
     assert sorted(p.name for p in reports.iterdir()) == ["h3_bitwise_reuse.gate_residual.json", "h3_prior_art.gate_residual.json"]
