@@ -11,8 +11,9 @@ and gradients reach those inputs.
   the BF16 weight dtype, linear). The module returns six (3T, H) chunks, views of its linear
   layer's (T, 18H) output; a forward hook on ``module.linear`` hands back that output itself (the
   same bits as the chunks put back together), so the timing holds no copy.
-Where the installed diffusers has no MiniMax-H3, the same tensor ops are replayed op for op and
-``source`` says so. The GEMM ops run in every mode, as ``diffusers[MODE]``.
+Every diffusers candidate requires that module: where diffusers is missing or has no MiniMax-H3,
+the candidate is unavailable with that reason (it is never replaced by the same ops written here).
+The GEMM ops run in every mode, as ``diffusers[MODE]``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import functools
 
 import torch
-import torch.nn.functional as F
 from torch.func import functional_call
 
 from audit.candidates import candidate, version
@@ -31,24 +31,19 @@ _H3 = "diffusers.models.transformers.transformer_minimax_h3"
 
 @functools.cache
 def _h3():
-    """The MiniMax-H3 module of the installed diffusers, or None."""
-    try:
-        import importlib
+    """The MiniMax-H3 module of the installed diffusers (the candidates require it)."""
+    import importlib
 
-        return importlib.import_module(_H3)
-    except ImportError:
-        return None
+    return importlib.import_module(_H3)
 
 
 def _prefix() -> str:
-    return f"diffusers {version('diffusers')}" if _h3() else f"diffusers MiniMax-H3 replayed op for op (diffusers {version('diffusers') or 'not installed'})"
+    return f"diffusers {version('diffusers')}"
 
 
 @functools.cache
-def _block_norm() -> torch.nn.Module | None:
+def _block_norm() -> torch.nn.Module:
     h3 = _h3()
-    if h3 is None:
-        return None
     with torch.device("meta"):
         block = h3.MiniMaxH3TransformerBlock(
             hidden_size=HIDDEN,
@@ -63,9 +58,7 @@ def _block_norm() -> torch.nn.Module | None:
 
 
 @functools.cache
-def _timestep_embedding() -> torch.nn.Module | None:
-    if _h3() is None:
-        return None
+def _timestep_embedding() -> torch.nn.Module:
     from diffusers.models.embeddings import TimestepEmbedding
 
     with torch.device("meta"):
@@ -73,26 +66,20 @@ def _timestep_embedding() -> torch.nn.Module | None:
 
 
 @functools.cache
-def _adaln_modulation() -> torch.nn.Module | None:
+def _adaln_modulation() -> torch.nn.Module:
     h3 = _h3()
-    if h3 is None:
-        return None
     with torch.device("meta"):
         return h3.MiniMaxH3AdaLayerNormModulation(time_embed_dim=TIME_EMBED, hidden_size=HIDDEN).to(torch.bfloat16)
 
 
 @candidate(
     "diffusers",
+    requires=(_H3,),
     ops=("norm_modulate",),
     source=lambda mode, device: f"{_prefix()} MiniMaxH3TransformerBlock.norm1 (nn.RMSNorm) + index_select modulation",
 )
 def norm_modulate(t: dict[str, torch.Tensor]) -> torch.Tensor:
-    norm = _block_norm()
-    if norm is None:
-        normed = F.rms_norm(t["x"], (HIDDEN,), t["w"], EPS)
-    else:
-        normed = functional_call(norm, {"weight": t["w"]}, (t["x"],))
-    return modulate(normed, t)
+    return modulate(functional_call(_block_norm(), {"weight": t["w"]}, (t["x"],)), t)
 
 
 def modulate(normed: torch.Tensor, t: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -105,6 +92,7 @@ def modulate(normed: torch.Tensor, t: dict[str, torch.Tensor]) -> torch.Tensor:
 
 @candidate(
     "diffusers",
+    requires=(_H3,),
     ops=("gate_residual",),
     source=lambda mode, device: f"{_prefix()} residual + gate.index_select(...) * y",
 )
@@ -114,20 +102,20 @@ def gate_residual(t: dict[str, torch.Tensor]) -> torch.Tensor:
 
 @candidate(
     "diffusers",
+    requires=(_H3,),
     ops=("timestep_mlp",),
     source=lambda mode, device: f"{_prefix()} TimestepEmbedding, FP32 F.linear [{mode}]",
     all_modes=True,
 )
 def timestep_mlp(t: dict[str, torch.Tensor]) -> torch.Tensor:
     module = _timestep_embedding()
-    if module is None:
-        return F.linear(F.silu(F.linear(t["x"], t["w1"], t["b1"])), t["w2"], t["b2"])
     params = {"linear_1.weight": t["w1"], "linear_1.bias": t["b1"], "linear_2.weight": t["w2"], "linear_2.bias": t["b2"]}
     return functional_call(module, params, (t["x"],))
 
 
 @candidate(
     "diffusers",
+    requires=(_H3,),
     ops=("adaln_projection",),
     source=lambda mode, device: f"{_prefix()} AdaLN projection (MiniMaxH3AdaLayerNormModulation), BF16 F.linear [{mode}]",
     all_modes=True,
@@ -135,8 +123,6 @@ def timestep_mlp(t: dict[str, torch.Tensor]) -> torch.Tensor:
 def adaln_projection(t: dict[str, torch.Tensor]) -> torch.Tensor:
     temb = t["temb"]
     module = _adaln_modulation()
-    if module is None:
-        return F.linear(F.silu(temb).to(t["w"].dtype), t["w"], t["b"])
     projected: list[torch.Tensor] = []
     hook = module.linear.register_forward_hook(lambda linear, args, out: projected.append(out))
     try:

@@ -159,7 +159,7 @@ def probe(python: str, needs_cuda: bool = False) -> dict:
     code = PROBE.replace("MIN", repr(MIN_PYTHON)).replace("LIBRARIES", repr(LIBRARIES))
     try:
         done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
-                              stdin=subprocess.DEVNULL)
+                              stdin=subprocess.DEVNULL, env=worker_environment())
     except OSError as exc:
         return {"python": python, "problem": f"{python} cannot be run: {exc.strerror or exc}"}
     except subprocess.TimeoutExpired:
@@ -181,16 +181,22 @@ def worker_path() -> str:
     return str(REPO)
 
 
+def worker_environment() -> dict[str, str]:
+    """The variables a probe of another environment runs with: this process's, with PYTHONPATH
+    replaced by ``worker_path()``, as the mode's worker will have it (so what the probe sees is
+    what the worker will see, not this environment's packages)."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": worker_path()}
+
+
 def check(python: str, device: str) -> dict:
     """``probe`` plus, where the interpreter can run a worker, ``availability``: which modes and
     candidates can run there (``audit.envcheck`` run in that interpreter), or ``problem``."""
     info = probe(python, needs_cuda=device == "cuda")
     if "problem" in info:
         return info
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": worker_path()}
     try:
         done = subprocess.run([python, "-m", "audit.envcheck", device], capture_output=True, text=True, cwd=REPO,
-                              env=env, timeout=PROBE_TIMEOUT_S * 3, stdin=subprocess.DEVNULL)
+                              env=worker_environment(), timeout=PROBE_TIMEOUT_S * 3, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return info | {"problem": f"{python} did not say within {PROBE_TIMEOUT_S * 3:.0f} s which modes and candidates it can run"}
     try:
