@@ -177,11 +177,12 @@ def test_d3_a_bad_out_is_one_line_and_status_2_before_anything_runs(tmp_path, ca
     assert not (tmp_path / "report.txt").exists()
 
 
-def test_d3_plot_out_gets_the_same_checks(tmp_path):
+@pytest.mark.parametrize("name, words", [("dir.png", "is a directory"), ("plot.txt", "must end in .png")])
+def test_d3_plot_out_gets_the_same_checks(tmp_path, name, words):
     (tmp_path / "dir.png").mkdir()
     report = REPO / "tests" / "fixtures" / "h3_bitwise_reuse.gate_residual.json"
-    done = CliRunner().invoke(app, ["plot", str(report), "--out", str(tmp_path / "dir.png")])
-    assert done.exit_code == 2 and "is a directory" in done.stderr
+    done = CliRunner().invoke(app, ["plot", str(report), "--out", str(tmp_path / name)])
+    assert done.exit_code == 2 and words in done.stderr, done.output
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
