@@ -34,7 +34,10 @@ def _writable_dir(directory: Path) -> None:
 
 def file_target(path: Path, suffix: str) -> Path:
     """The file to write for ``--out path``: ``path`` itself, or the target of the symbolic link
-    at ``path``. Raises OutputPathError when it is a directory or its directory is not writable."""
+    at ``path``. Raises OutputPathError when its name does not end in ``suffix``, when it is a
+    directory or something else that is not a regular file, or when its directory is not writable."""
+    if path.suffix != suffix:
+        raise OutputPathError(f"{path}: the file name must end in {suffix}")
     target = path.resolve() if path.is_symlink() else path
     if target.is_dir():
         raise OutputPathError(f"{path} is a directory; give a file name ending in {suffix} or a new path")

@@ -65,6 +65,12 @@ def worker_of(proc: subprocess.Popen, deadline_s: float = 120) -> int:
     raise AssertionError("no mode process appeared")
 
 
+def resident_mb(pid: int) -> float:
+    """The resident memory of process ``pid`` in MB, from /proc."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))) / 1024
+
+
 def wait_for(pattern: str, root: Path, proc: subprocess.Popen, deadline_s: float = 180) -> None:
     deadline = time.monotonic() + deadline_s
     while not any(root.glob(pattern)):
@@ -96,8 +102,12 @@ def test_d1_a_kill_while_drawing_loses_that_case_only(tmp_path):
     proc = audit_process(*RUN, "--case", "1", "--case", "20000", "--candidate", "diffusers", "--out", str(out), "-q",
                          tmpdir=scratch)
     worker = worker_of(proc)
-    wait_for("audit-*/references/1/rl_kernel.safetensors", scratch, proc)  # case 1 done; drawing 20000 next
-    time.sleep(0.5)
+    wait_for("audit-*/references/1/rl_kernel.safetensors", scratch, proc)  # case 1 is ending
+    base = resident_mb(worker)
+    deadline = time.monotonic() + 120
+    while resident_mb(worker) < base + 200:  # 20000 rows are being drawn (over 1 GB, seconds on a CPU)
+        assert time.monotonic() < deadline, "the worker never started drawing case 20000"
+        time.sleep(0.02)
     os.kill(worker, signal.SIGKILL)
     code, _, err = finish(proc)
     assert code == 0, err
@@ -177,11 +187,12 @@ def test_d3_a_bad_out_is_one_line_and_status_2_before_anything_runs(tmp_path, ca
     assert not (tmp_path / "report.txt").exists()
 
 
-def test_d3_plot_out_gets_the_same_checks(tmp_path):
+@pytest.mark.parametrize("name, words", [("dir.png", "is a directory"), ("plot.txt", "must end in .png")])
+def test_d3_plot_out_gets_the_same_checks(tmp_path, name, words):
     (tmp_path / "dir.png").mkdir()
     report = REPO / "tests" / "fixtures" / "h3_bitwise_reuse.gate_residual.json"
-    done = CliRunner().invoke(app, ["plot", str(report), "--out", str(tmp_path / "dir.png")])
-    assert done.exit_code == 2 and "is a directory" in done.stderr
+    done = CliRunner().invoke(app, ["plot", str(report), "--out", str(tmp_path / name)])
+    assert done.exit_code == 2 and words in done.stderr, done.output
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
