@@ -79,4 +79,5 @@ def test_json_schema_is_generated_from_the_models(kind):
     schema = json_schema(kind)
     text = json.dumps(schema)
     assert "max_abs" in text or kind == "h3_prior_art"
-    assert "batch_invariant" in text or kind == "h3_bitwise_reuse"
+    assert "batch_invariant" in text or kind in ("h3_bitwise_reuse", "h3_conditioning_chain_replay")
+    assert "first_drift" in text or kind in ("h3_bitwise_reuse", "h3_prior_art")
