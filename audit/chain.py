@@ -24,12 +24,13 @@ in FP32, everything else in BF16. Inputs use the packed layout of ``audit.inputs
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
 import math
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import Callable, ContextManager
 
 import torch
 from torch import nn
@@ -51,6 +52,7 @@ WEIGHT_SALT = 300
 GRID = 16  # the packed (t, h, w) rotary grid is GRID x GRID per frame
 
 Values = dict[str, torch.Tensor]
+GoldenContext = Callable[[], ContextManager]
 
 
 @dataclass(frozen=True)
@@ -493,10 +495,11 @@ def relative_error(t: torch.Tensor, golden: torch.Tensor) -> float:
 
 
 def replay_length(model: nn.Module, golden_model: nn.Module, chosen: dict[str, Resolved], inputs: ChainInputs,
-                  device: torch.device, backward: bool) -> dict:
-    """One sequence: the provider, candidate (chained), isolated and golden replays, each side run
-    REPEATS times, compared stage by stage. Returns the report's per-length entry (without its
-    summary fields, which ``reports.schema`` derives from the stages)."""
+                  device: torch.device, backward: bool, golden_context: GoldenContext = contextlib.nullcontext) -> dict:
+    """One sequence: the provider, candidate (chained) and isolated replays, each run REPEATS
+    times, and the golden one (provider stages in FP64, inside ``golden_context``: the mode
+    switched off where it can be), compared stage by stage. Returns the report's per-length entry
+    (without its summary fields, which ``reports.schema`` derives from the stages)."""
     began = time.perf_counter()
     start = {"timestep": inputs.timestep.to(device), "h0": inputs.hidden.to(device)}
     grad_out = inputs.grad_out.to(device) if backward else None
@@ -509,8 +512,13 @@ def replay_length(model: nn.Module, golden_model: nn.Module, chosen: dict[str, R
     chained_s = time.perf_counter() - chain_began
     chained += [replay(make_side(model, inputs, device, backward), candidates, start, grad_out) for _ in range(REPEATS - 1)]
     alone = [isolated(make_side(model, inputs, device, False), candidates, provider[0]) for _ in range(REPEATS)]
-    golden_side = make_side(golden_model, inputs, device, False, torch.float64)
-    golden = replay(golden_side, [_time_proj_fp64, *providers[1:]], {k: t.double() for k, t in start.items()})
+    golden, golden_problem = None, None
+    try:
+        with golden_context():
+            golden_side = make_side(golden_model, inputs, device, False, torch.float64)
+            golden = replay(golden_side, [_time_proj_fp64, *providers[1:]], {k: t.double() for k, t in start.items()})
+    except Exception as exc:  # e.g. a mode that cannot be switched off and has no FP64 kernel: the rest stands
+        golden_problem = f"the FP64 chain failed: {error_text(exc)}"
     stages = []
     for st in STAGES:
         out_p = [st.output(r.values) for r in provider]
@@ -521,15 +529,16 @@ def replay_length(model: nn.Module, golden_model: nn.Module, chosen: dict[str, R
             "candidate": chosen[st.name].entry,
             "chained_vs_provider": _compared(out_c, out_p),
             "isolated_vs_provider": _compared([a[st.name] for a in alone], out_p),
-            "chained_vs_golden": relative_error(out_c[0], st.output(golden.values)),
-            "provider_vs_golden": relative_error(out_p[0], st.output(golden.values)),
+            "chained_vs_golden": relative_error(out_c[0], st.output(golden.values)) if golden else None,
+            "provider_vs_golden": relative_error(out_p[0], st.output(golden.values)) if golden else None,
         }
         if backward:
             entry["grads"] = {k: _compared([r.grads[k] for r in chained], [r.grads[k] for r in provider])
                               for k in (*st.reads, *st.params)}
         stages.append(entry)
     _synchronize(device)
-    return {"wall_s": time.perf_counter() - began, "chained_s": chained_s, "stages": stages}
+    found = {"wall_s": time.perf_counter() - began, "chained_s": chained_s, "stages": stages}
+    return found | ({"golden_unavailable": golden_problem} if golden_problem else {})
 
 
 def _synchronize(device: torch.device) -> None:
@@ -538,7 +547,7 @@ def _synchronize(device: torch.device) -> None:
 
 
 def run_chain(config: BlockConfig, lengths: list[int], choices: dict[str, Choice], mode: str, device: torch.device,
-              backward: bool, emit: Callable[..., None]) -> None:
+              backward: bool, emit: Callable[..., None], golden_context: GoldenContext = contextlib.nullcontext) -> None:
     """Replay every length under the current process's mode. A candidate that raises during a
     replay makes its stage unavailable (the provider takes its place) and the length is replayed
     again. Events: ``inputs`` (length, sha256) and ``length`` (length, data) per length."""
@@ -550,7 +559,7 @@ def run_chain(config: BlockConfig, lengths: list[int], choices: dict[str, Choice
         emit("inputs", length=length, sha256=fingerprint(inputs.tensors()))
         while True:
             try:
-                data = replay_length(model, golden_model, chosen, inputs, device, backward)
+                data = replay_length(model, golden_model, chosen, inputs, device, backward, golden_context)
                 break
             except StageFailed as failed:
                 chosen[failed.stage] = Resolved(STAGES[STAGE_NAMES.index(failed.stage)].provider,

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 from collections import deque
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -56,9 +57,21 @@ def main(job_path: str, result_path: str) -> int:
             found["lengths"][str(fields["length"])] = fields["data"]
             print(f"mode {mode.name}: length {fields['length']} replayed in {fields['data']['wall_s']:.1f} s", flush=True)
 
+    @contextmanager
+    def mode_off():
+        """The FP64 chain runs with the mode switched off where the library can switch it off."""
+        if mode.disable is None:
+            yield
+            return
+        mode.call("disable")
+        try:
+            yield
+        finally:
+            mode.call("enable")
+
     choices = {stage: Choice(*choice) for stage, choice in job["choices"].items()}
     run_chain(BlockConfig(**job["block"]), job["lengths"], choices, mode.name, torch.device(job["device"]),
-              job["backward"], emit)
+              job["backward"], emit, mode_off)
     Path(result_path).write_text(json.dumps(found))
     return 0
 

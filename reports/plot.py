@@ -117,8 +117,9 @@ def plot_chain(report: ChainReport, path: Path) -> None:
         for label, get, marker in (("chained", lambda s: s.chained_vs_provider, "o"),
                                    ("isolated", lambda s: s.isolated_vs_provider, "s")):
             bits.plot(xs, [max(FLOOR, get(s).differ / max(1, get(s).numel)) for s in r.stages], marker=marker, label=label)
-        err.plot(xs, [max(FLOOR, s.provider_vs_golden) for s in r.stages], marker="o", label="provider (diffusers)")
-        err.plot(xs, [max(FLOOR, s.chained_vs_golden) for s in r.stages], marker="s", label="candidate chain")
+        for label, get, marker in (("provider (diffusers)", lambda s: s.provider_vs_golden, "o"),
+                                   ("candidate chain", lambda s: s.chained_vs_golden, "s")):
+            err.plot(xs, [float("nan") if get(s) is None else max(FLOOR, get(s)) for s in r.stages], marker=marker, label=label)
         for ax, what in ((bits, "fraction of elements whose bits differ from the provider"), (err, "max|err| / max|FP64|")):
             ax.set_yscale("log")
             ax.set_xticks(list(xs), stages, rotation=35, ha="right", fontsize=8)

@@ -195,7 +195,8 @@ def _replay_section(title: str, replay: ChainReplay, backward: bool, view: View)
         verdict += f", backward: {'yes' if drop.backward else 'no'}"
     note = (f"{verdict} · first drift {replay.first_drift or 'none'} · isolated {replay.first_isolated_drift or 'none'}"
             + (f" · gradient {replay.first_grad_drift or 'none'}" if backward else "")
-            + f" · {replay.wall_s:.1f} s in all, one candidate chain {replay.chained_s:.2f} s")
+            + f" · {replay.wall_s:.1f} s in all, one candidate chain {replay.chained_s:.2f} s"
+            + (f" · FP64: {replay.golden_unavailable}" if replay.golden_unavailable else ""))
     columns = ["stage", "candidate", "chained vs provider", "isolated vs provider", "chained vs FP64", "provider vs FP64"]
     section = Section(title, note, columns + (["gradients"] if backward else []))
     firsts = (("first drift", replay.first_drift), ("first isolated drift", replay.first_isolated_drift),
@@ -208,7 +209,7 @@ def _replay_section(title: str, replay: ChainReplay, backward: bool, view: View)
         row = [Cell(f"▶ {s.stage} ({', '.join(marks)})", "bad") if marks else Cell(s.stage),
                Cell(name) if name else Cell(f"provider (candidate unavailable: {s.candidate.unavailable})", "na"),
                _cmp_cell(s.chained_vs_provider), _cmp_cell(s.isolated_vs_provider),
-               Cell(f"{s.chained_vs_golden:.3g}"), Cell(f"{s.provider_vs_golden:.3g}")]
+               *(Cell("—", "na") if e is None else Cell(f"{e:.3g}") for e in (s.chained_vs_golden, s.provider_vs_golden))]
         if backward:
             row.append(_grads_cell(s.grads or {}))
         if marks or (shown := _visible(row, view)) is not None:

@@ -17,6 +17,14 @@ CaseKey = Annotated[str, Field(pattern=r"^[0-9]+$")]
 UlpBucket = Annotated[str, Field(pattern=r"^([0-9]+(-[0-9]+)?|>[0-9]+|non-finite)$")]
 
 
+def without_none(data: dict, *keys: str) -> dict:
+    """``data`` without those of ``keys`` whose value is None: optional fields stay absent in JSON."""
+    for key in keys:
+        if data.get(key) is None:
+            data.pop(key, None)
+    return data
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -132,10 +140,7 @@ class BitwiseReport(ReportBase):
 
     @model_serializer(mode="wrap")
     def _drop_absent_fingerprints(self, handler):
-        data = handler(self)
-        if data.get("inputs_sha256") is None:
-            data.pop("inputs_sha256", None)
-        return data
+        return without_none(handler(self), "inputs_sha256")
 
 
 class RowsDiffer(Strict):
@@ -218,7 +223,8 @@ class ChainStage(Strict):
     """One stage of the replay. ``chained_vs_provider``: the candidate fed the candidates' earlier
     outputs against diffusers fed its own; ``isolated_vs_provider``: the candidate fed diffusers'
     earlier outputs against diffusers. Each side ran twice, so ``repeatable`` is always present.
-    ``*_vs_golden``: max|x - g| / max|g| against the same chain in FP64. ``grads`` (with
+    ``*_vs_golden``: max|x - g| / max|g| against the same chain in FP64 (null when the FP64 chain
+    could not run; the replay says why in ``golden_unavailable``). ``grads`` (with
     ``--backward``): the gradient of every chain value the stage reads (its total over all readers)
     and of the parameters it owns, candidate chain against the provider's."""
 
@@ -227,16 +233,13 @@ class ChainStage(Strict):
     candidate: ChainCandidate | Unavailable
     chained_vs_provider: Cmp
     isolated_vs_provider: Cmp
-    chained_vs_golden: float = Field(ge=0)
-    provider_vs_golden: float = Field(ge=0)
+    chained_vs_golden: float | None = Field(ge=0)
+    provider_vs_golden: float | None = Field(ge=0)
     grads: dict[str, Cmp] | None = None
 
     @model_serializer(mode="wrap")
     def _drop_absent_grads(self, handler):
-        data = handler(self)
-        if data.get("grads") is None:
-            data.pop("grads", None)
-        return data
+        return without_none(handler(self), "grads")
 
 
 class DropIn(Strict):
@@ -262,6 +265,11 @@ class ChainReplay(Strict):
     first_isolated_drift: str | None
     first_grad_drift: str | None
     drop_in: DropIn
+    golden_unavailable: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_golden_reason(self, handler):
+        return without_none(handler(self), "golden_unavailable")
 
     @staticmethod
     def summary(stages: list[ChainStage]) -> dict:
@@ -283,6 +291,9 @@ class ChainReplay(Strict):
     def _summary_follows_stages(self) -> "ChainReplay":
         if len({s.grads is None for s in self.stages}) > 1:
             raise ValueError("either every stage has grads (--backward) or none has")
+        missing = {s.chained_vs_golden is None or s.provider_vs_golden is None for s in self.stages}
+        if missing and missing != {self.golden_unavailable is not None}:
+            raise ValueError("the errors against FP64 are null exactly when golden_unavailable says why")
         expected = self.summary(self.stages)
         for key, value in expected.items():
             got = getattr(self, key)

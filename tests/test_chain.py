@@ -5,6 +5,7 @@ two heads, a small ffn); the other replays use a reduced block so that the modul
 cores. The planted candidates are test doubles (``tests/plugins/chain_planted.py``)."""
 
 import json
+from contextlib import contextmanager
 
 import pytest
 import torch
@@ -58,11 +59,11 @@ def test_provider_stages_in_sequence_are_bitwise_the_real_model_at_hidden_5376()
     assert run.values["h2"].abs().max() > 0 and count_differ(run.values["h2"], run.values["h0"]) > 0
 
 
-def _replay(monkeypatch, items: list[str], backward: bool, length: int = 6) -> ChainReplay:
+def _replay(monkeypatch, items: list[str], backward: bool, length: int = 6, **golden) -> ChainReplay:
     monkeypatch.setenv("AUDIT_PLUGINS", PLANTED["AUDIT_PLUGINS"])
     found = []
     choices = chain.parse_candidates(items, MODES)
-    chain.run_chain(SMALL, [length], choices, "plain", CPU, backward, lambda event, **f: found.append(f))
+    chain.run_chain(SMALL, [length], choices, "plain", CPU, backward, lambda event, **f: found.append(f), **golden)
     data = found[-1]["data"]
     return ChainReplay.model_validate({**data, **ChainReplay.summary([ChainStage.model_validate(s) for s in data["stages"]])})
 
@@ -99,6 +100,19 @@ def test_a_nondeterministic_candidate_is_marked_not_repeatable_and_not_drifting(
     assert flaky.isolated_vs_provider.repeatable is False and flaky.isolated_vs_provider.repeat_differ == 2
     assert replay.first_drift is None and replay.first_isolated_drift is None
     assert not replay.drop_in.forward and replay.drop_in.backward is None
+
+
+@contextmanager
+def _no_fp64():
+    raise RuntimeError("planted: no FP64 kernel under this mode")
+    yield
+
+
+def test_a_failing_fp64_chain_leaves_the_bitwise_replay_standing(monkeypatch):
+    replay = _replay(monkeypatch, ["all=provider"], backward=False, length=4, golden_context=_no_fp64)
+    assert "planted: no FP64 kernel" in replay.golden_unavailable
+    assert all(s.chained_vs_golden is None and s.provider_vs_golden is None for s in replay.stages)
+    assert replay.drop_in.forward
 
 
 @pytest.fixture(scope="module")
