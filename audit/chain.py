@@ -29,14 +29,14 @@ import copy
 import importlib
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable, ContextManager
 
 import torch
 from torch import nn
 from torch.func import functional_call
 
-from .candidates import Candidate, error_text, get_candidate, unavailable_reason
+from .candidates import Candidate, candidates_for, error_text, get_candidate, unavailable_reason, version
 from .compare import compare, count_differ
 from .evaluate import differentiated
 from .inputs import fingerprint, packed_index, rn
@@ -281,8 +281,6 @@ def parse_choice(stage: Stage, text: str, modes: dict) -> Choice:
 
 
 def valid_names(stage: Stage) -> list[str]:
-    from .candidates import candidates_for
-
     names = {c.name for op in stage.ops for c in candidates_for(op)}
     return [PROVIDER, *sorted(n for n in names if _registered(stage, n))]
 
@@ -302,11 +300,15 @@ def parse_candidates(items: list[str], modes: dict) -> dict[str, Choice]:
             raise ValueError(f"--candidate {item!r}: unknown stage {stage!r}; valid: all, {', '.join(STAGE_NAMES)}")
         explicit[stage] = name
     if "all" in explicit:
-        served = [s for s in STAGES if s.ops and _registered(s, explicit["all"].partition("[")[0])]
-        if not served and explicit["all"] != PROVIDER:
-            raise ValueError(f"--candidate all={explicit['all']}: no stage has a candidate of that name")
-        for s in served if explicit["all"] != PROVIDER else STAGES:
-            chosen[s.name] = parse_choice(s, explicit["all"], modes)
+        served = {}
+        for s in STAGES:
+            try:
+                served[s.name] = parse_choice(s, explicit["all"], modes)
+            except ValueError:
+                continue  # all=NAME leaves the stages NAME cannot serve as they are
+        if not served:
+            raise ValueError(f"--candidate all={explicit['all']}: no stage can take that candidate")
+        chosen.update(served)
     for s in STAGES:
         if s.name in explicit:
             chosen[s.name] = parse_choice(s, explicit[s.name], modes)
@@ -454,7 +456,7 @@ def _guarded(stage: Stage, cands: tuple[Candidate, ...]) -> Impl:
 def resolve(stage: Stage, choice: Choice, mode: str, device: torch.device, backward: bool) -> Resolved:
     """The candidate chain's computation for ``stage`` under ``mode``; where the chosen candidate
     cannot run here, the provider's, with the reason."""
-    provider_entry = {"name": PROVIDER, "source": f"diffusers {_version()} (the provider)"}
+    provider_entry = {"name": PROVIDER, "source": f"diffusers {version('diffusers')} (the provider)"}
     if choice.name == PROVIDER:
         return Resolved(stage.provider, provider_entry)
     if choice.mode is not None and choice.mode != mode:
@@ -468,12 +470,6 @@ def resolve(stage: Stage, choice: Choice, mode: str, device: torch.device, backw
         return Resolved(stage.provider, {"unavailable": "; ".join(dict.fromkeys(problems))})
     source = " + ".join(dict.fromkeys(c.source(mode, device) for c in cands))
     return Resolved(_guarded(stage, cands), {"name": choice.label, "source": source})
-
-
-def _version() -> str:
-    from .candidates import version
-
-    return version("diffusers") or "unknown"
 
 
 def _repeat_fields(first: list[torch.Tensor], again: list[torch.Tensor]) -> dict:
@@ -506,8 +502,10 @@ def replay_length(model: nn.Module, golden_model: nn.Module, chosen: dict[str, R
     providers = [st.provider for st in STAGES]
     candidates = [chosen[st.name].impl for st in STAGES]
     provider = [replay(make_side(model, inputs, device, backward), providers, start, grad_out) for _ in range(REPEATS)]
+    side = make_side(model, inputs, device, backward)
+    _synchronize(device)
     chain_began = time.perf_counter()
-    chained = [replay(make_side(model, inputs, device, backward), candidates, start, grad_out)]
+    chained = [replay(side, candidates, start, grad_out)]
     _synchronize(device)
     chained_s = time.perf_counter() - chain_began
     chained += [replay(make_side(model, inputs, device, backward), candidates, start, grad_out) for _ in range(REPEATS - 1)]
@@ -565,7 +563,3 @@ def run_chain(config: BlockConfig, lengths: list[int], choices: dict[str, Choice
                 chosen[failed.stage] = Resolved(STAGES[STAGE_NAMES.index(failed.stage)].provider,
                                                 {"unavailable": f"raised during the replay: {failed.reason}"})
         emit("length", length=length, data=data)
-
-
-def config_json(config: BlockConfig) -> dict:
-    return asdict(config)

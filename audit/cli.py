@@ -339,6 +339,8 @@ def _names_candidate(report, name: str) -> bool:
     r = report.root
     if r.kind == "h3_bitwise_reuse":
         return name in r.results
+    if r.kind == "h3_conditioning_chain_replay":
+        return name in r.candidates.values()
     return any(name in c for c in r.results.values() if isinstance(c, dict))
 
 
