@@ -17,7 +17,7 @@ from modes import MODES
 from reports.io import load_report
 from reports.schema import ChainReplay, ChainStage
 
-PLANTED = {"AUDIT_PLUGINS": "tests.plugins.chain_planted"}
+PLANTED = {"AUDIT_PLUGINS": "tests.plugins.chain_planted,tests.plugins.flaky"}
 SMALL = chain.BlockConfig(hidden=256, heads=2, ffn=128, time_hidden=512, time_embed=256)
 CPU = torch.device("cpu")
 
@@ -100,6 +100,17 @@ def test_a_nondeterministic_candidate_is_marked_not_repeatable_and_not_drifting(
     assert flaky.isolated_vs_provider.repeatable is False and flaky.isolated_vs_provider.repeat_differ == 2
     assert replay.first_drift is None and replay.first_isolated_drift is None
     assert not replay.drop_in.forward and replay.drop_in.backward is None
+
+
+def test_a_gradient_that_changes_between_backward_runs_is_marked_not_repeatable_not_drifting(monkeypatch):
+    """flaky_gate_grad moves one ULP of d_gate, at another element each call, as an atomics-ordered
+    sum would (diffusers' index_select backward on CUDA): the report must say nondeterministic."""
+    replay = _replay(monkeypatch, ["all=provider", "gate_residual_msa=flaky_gate_grad"], backward=True)
+    gate = next(s for s in replay.stages if s.stage == "gate_residual_msa")
+    assert gate.grads["gate_msa"].repeatable is False and gate.grads["gate_msa"].repeat_differ == 2
+    assert gate.grads["h0"].equal and gate.grads["attn"].equal  # d_res and d_y do not read d_gate
+    assert replay.drop_in.forward and not replay.drop_in.backward
+    assert replay.first_grad_drift is None and replay.first_drift is None
 
 
 @contextmanager
