@@ -2,16 +2,18 @@
 
 The decomposition test runs the real ``MiniMaxH3Transformer3DModel`` at hidden size 5376 (one block,
 two heads, a small ffn); the other replays use a reduced block so that the module stays fast on two
-cores. The planted candidates are test doubles (``tests/plugins/chain_planted.py``)."""
+cores. The planted candidates are test doubles (``tests/plugins/chain_planted.py`` and
+``tests/plugins/flaky.py``), registered for the tests that use them only."""
 
 import json
+import sys
 from contextlib import contextmanager
 
 import pytest
 import torch
 from test_runner import audit
 
-from audit import chain
+from audit import candidates, chain
 from audit.compare import count_differ
 from modes import MODES
 from reports.io import load_report
@@ -59,8 +61,21 @@ def test_provider_stages_in_sequence_are_bitwise_the_real_model_at_hidden_5376()
     assert run.values["h2"].abs().max() > 0 and count_differ(run.values["h2"], run.values["h0"]) > 0
 
 
-def _replay(monkeypatch, items: list[str], backward: bool, length: int = 6, **golden) -> ChainReplay:
+@pytest.fixture
+def planted(monkeypatch):
+    """The planted candidates, registered in this process for one test only: the registry is
+    restored afterwards, since other modules' runs start workers that would not know them."""
+    modules = PLANTED["AUDIT_PLUGINS"].split(",")
+    monkeypatch.setattr(candidates, "_REGISTRY", dict(candidates._REGISTRY))
     monkeypatch.setenv("AUDIT_PLUGINS", PLANTED["AUDIT_PLUGINS"])
+    for name in modules:
+        sys.modules.pop(name, None)  # imported afresh, they register into this test's registry
+    yield
+    for name in modules:
+        sys.modules.pop(name, None)
+
+
+def _replay(items: list[str], backward: bool, length: int = 6, **golden) -> ChainReplay:
     found = []
     choices = chain.parse_candidates(items, MODES)
     chain.run_chain(SMALL, [length], choices, "plain", CPU, backward, lambda event, **f: found.append(f), **golden)
@@ -68,21 +83,21 @@ def _replay(monkeypatch, items: list[str], backward: bool, length: int = 6, **go
     return ChainReplay.model_validate({**data, **ChainReplay.summary([ChainStage.model_validate(s) for s in data["stages"]])})
 
 
-def test_the_provider_at_every_stage_is_a_drop_in_forward_and_backward(monkeypatch):
-    replay = _replay(monkeypatch, ["all=provider"], backward=True)
+def test_the_provider_at_every_stage_is_a_drop_in_forward_and_backward():
+    replay = _replay(["all=provider"], backward=True)
     assert replay.drop_in.forward and replay.drop_in.backward
     assert (replay.first_drift, replay.first_isolated_drift, replay.first_grad_drift) == (None, None, None)
     assert all(s.chained_vs_provider.repeatable for s in replay.stages)
     assert all(0 < s.provider_vs_golden < 0.05 for s in replay.stages[2:])  # BF16 stages are off FP64, but close
 
 
-def test_a_one_ulp_change_in_one_stage_moves_the_first_drift_there_and_flags_nothing_earlier(monkeypatch):
-    replay = _replay(monkeypatch, ["all=provider", "gate_residual_msa=one_ulp_off"], backward=True)
+def test_a_one_ulp_change_in_one_stage_moves_the_first_drift_there_and_flags_nothing_earlier(planted):
+    replay = _replay(["all=provider", "gate_residual_msa=one_ulp_off"], backward=True)
     names = [s.stage for s in replay.stages]
     at = names.index("gate_residual_msa")
     assert replay.first_drift == replay.first_isolated_drift == "gate_residual_msa"
-    planted = replay.stages[at]
-    for cmp in (planted.chained_vs_provider, planted.isolated_vs_provider):
+    stage = replay.stages[at]
+    for cmp in (stage.chained_vs_provider, stage.isolated_vs_provider):
         assert cmp.differ == 1 and cmp.ulp_max == 1 and cmp.first_differ == [0, 0, 0] and cmp.repeatable
     for s in replay.stages[:at]:
         assert s.chained_vs_provider.equal and s.isolated_vs_provider.equal
@@ -93,8 +108,8 @@ def test_a_one_ulp_change_in_one_stage_moves_the_first_drift_there_and_flags_not
     assert replay.first_grad_drift == "norm_out"
 
 
-def test_a_nondeterministic_candidate_is_marked_not_repeatable_and_not_drifting(monkeypatch):
-    replay = _replay(monkeypatch, ["all=provider", "gate_residual_mlp=flaky_ulp"], backward=False)
+def test_a_nondeterministic_candidate_is_marked_not_repeatable_and_not_drifting(planted):
+    replay = _replay(["all=provider", "gate_residual_mlp=flaky_ulp"], backward=False)
     flaky = next(s for s in replay.stages if s.stage == "gate_residual_mlp")
     assert not flaky.chained_vs_provider.equal and flaky.chained_vs_provider.repeatable is False
     assert flaky.isolated_vs_provider.repeatable is False and flaky.isolated_vs_provider.repeat_differ == 2
@@ -102,10 +117,10 @@ def test_a_nondeterministic_candidate_is_marked_not_repeatable_and_not_drifting(
     assert not replay.drop_in.forward and replay.drop_in.backward is None
 
 
-def test_a_gradient_that_changes_between_backward_runs_is_marked_not_repeatable_not_drifting(monkeypatch):
+def test_a_gradient_that_changes_between_backward_runs_is_marked_not_repeatable_not_drifting(planted):
     """flaky_gate_grad moves one ULP of d_gate, at another element each call, as an atomics-ordered
     sum would (diffusers' index_select backward on CUDA): the report must say nondeterministic."""
-    replay = _replay(monkeypatch, ["all=provider", "gate_residual_msa=flaky_gate_grad"], backward=True)
+    replay = _replay(["all=provider", "gate_residual_msa=flaky_gate_grad"], backward=True)
     gate = next(s for s in replay.stages if s.stage == "gate_residual_msa")
     assert gate.grads["gate_msa"].repeatable is False and gate.grads["gate_msa"].repeat_differ == 2
     assert gate.grads["h0"].equal and gate.grads["attn"].equal  # d_res and d_y do not read d_gate
@@ -119,8 +134,8 @@ def _no_fp64():
     yield
 
 
-def test_a_failing_fp64_chain_leaves_the_bitwise_replay_standing(monkeypatch):
-    replay = _replay(monkeypatch, ["all=provider"], backward=False, length=4, golden_context=_no_fp64)
+def test_a_failing_fp64_chain_leaves_the_bitwise_replay_standing():
+    replay = _replay(["all=provider"], backward=False, length=4, golden_context=_no_fp64)
     assert "planted: no FP64 kernel" in replay.golden_unavailable
     assert all(s.chained_vs_golden is None and s.provider_vs_golden is None for s in replay.stages)
     assert replay.drop_in.forward
