@@ -395,7 +395,7 @@ def validate(files: Annotated[list[Path], typer.Argument(help="Report files to c
 
 @app.command()
 def schema(
-    kind: Annotated[Optional[str], typer.Option(help="h3_bitwise_reuse or h3_prior_art; default: either.")] = None,
+    kind: Annotated[Optional[str], typer.Option(help="h3_bitwise_reuse, h3_prior_art or h3_conditioning_chain_replay; default: any.")] = None,
 ) -> None:
     """Print the JSON Schema generated from the report models."""
     from reports.schema import KINDS, json_schema
