@@ -26,7 +26,8 @@ from typing import Literal
 from pydantic import BaseModel
 
 from .io import ReportError, load_report
-from .schema import KINDS, BitwiseReport, CaseComparison, Cmp, Environment, PriorArtReport, Report, Unavailable
+from .schema import (KINDS, BitwiseReport, CaseComparison, ChainReplay, ChainReport, Cmp, Environment, PriorArtReport,
+                     Report, Unavailable)
 from .verdict import comparisons, pairs
 
 ChangeKind = Literal["regression", "improvement", "change", "noise"]
@@ -227,6 +228,54 @@ def _bitwise(old: BitwiseReport, new: BitwiseReport, diff: OpDiff) -> None:
     diff.unknown_repeatability = [side for side, flag in unknown.items() if flag]  # type: ignore[misc]
 
 
+# -- chain replay --------------------------------------------------------------------------------
+
+def _replays(report: ChainReport) -> dict[tuple[str, str], ChainReplay | str]:
+    """(mode, length) -> the replay, or why it did not run (length ``*``: the whole mode)."""
+    found: dict[tuple[str, str], ChainReplay | str] = {}
+    for mode, result in report.results.items():
+        if isinstance(result, Unavailable):
+            found[(mode, "*")] = result.unavailable
+            continue
+        for length, replay in result.lengths.items():
+            found[(mode, length)] = replay.unavailable if isinstance(replay, Unavailable) else replay
+    return found
+
+
+def _stage_comparisons(replay: ChainReplay) -> dict[tuple[str, str], Cmp]:
+    """(stage, comparison or gradient) -> Cmp."""
+    found = {}
+    for s in replay.stages:
+        found[(s.stage, "chained")] = s.chained_vs_provider
+        found[(s.stage, "isolated")] = s.isolated_vs_provider
+        found.update({(s.stage, f"d{name}"): c for name, c in (s.grads or {}).items()})
+    return found
+
+
+def _chain(old: ChainReport, new: ChainReport, diff: OpDiff) -> None:
+    """Per mode, length, stage and comparison: availability and state changes (``reference`` is
+    the mode, ``case`` the length, ``candidate`` the stage)."""
+    old_r, new_r = _replays(old), _replays(new)
+    diff.appeared += [f"mode {m}, length {n}" for m, n in new_r if (m, n) not in old_r]
+    diff.disappeared += [f"mode {m}, length {n}" for m, n in old_r if (m, n) not in new_r]
+    for (mode, length) in (k for k in new_r if k in old_r):
+        o, n = old_r[(mode, length)], new_r[(mode, length)]
+        diff.changes += _availability("chain", mode, length, o if isinstance(o, str) else None, n if isinstance(n, str) else None)
+        if isinstance(o, str) or isinstance(n, str):
+            continue
+        old_stages = {s.stage: s for s in o.stages}
+        for s in (s for s in n.stages if s.stage in old_stages):
+            diff.changes += _availability(s.stage, mode, length, getattr(old_stages[s.stage].candidate, "unavailable", None),
+                                          getattr(s.candidate, "unavailable", None))
+        old_c = _stage_comparisons(o)
+        for (stage, tensor), b in _stage_comparisons(n).items():
+            a = old_c.get((stage, tensor))
+            kind = classify(a, b) if a is not None else None
+            if kind is not None:
+                diff.changes.append(Change(kind=kind, candidate=stage, reference=mode, case=length, tensor=tensor,
+                                           old=_state(a), new=_state(b)))
+
+
 # -- prior art -----------------------------------------------------------------------------------
 
 def _prior_art(old: PriorArtReport, new: PriorArtReport, diff: OpDiff) -> None:
@@ -278,6 +327,8 @@ def diff_sets(old: dict, new: dict, old_name: str = "OLD", new_name: str = "NEW"
                     new_file=str(new_path), environment=environment_changes(o.environment, n.environment))
         if isinstance(n, BitwiseReport):
             _bitwise(o, n, op)
+        elif isinstance(n, ChainReport):
+            _chain(o, n, op)
         else:
             _prior_art(o, n, op)
         result.ops.append(op)

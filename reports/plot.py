@@ -4,7 +4,9 @@ Prior-art: latency against rows (log-log), error against FP64 (bars), and each i
 verdict (green invariant, red not). Bitwise: a candidate x case grid per reference: green where
 every bit is equal, otherwise coloured on a log scale by the fraction of elements (output and
 gradients together) whose bits differ, so any difference shows; candidates and cases that could
-not run are grey, their reasons listed below the grid.
+not run are grey, their reasons listed below the grid. Chain replay: per mode and
+length, the fraction of each stage's output whose bits differ from the provider's (chained and
+isolated) and each stage's error against FP64 (provider and candidate chain), on log scales.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.cm import ScalarMappable  # noqa: E402
 from matplotlib.colors import LinearSegmentedColormap, LogNorm  # noqa: E402
 
-from .schema import BitwiseReport, PriorArtCandidate, Report, Unavailable  # noqa: E402
+from .schema import BitwiseReport, CaseComparison, ChainMode, ChainReplay, ChainReport, PriorArtCandidate, Report, Unavailable  # noqa: E402
 
 GREEN, RED, GREY = "#2e7d32", "#c62828", "#9e9e9e"
 
@@ -155,6 +157,39 @@ def plot_bitwise(report: BitwiseReport, path: Path) -> None:
     plt.close(fig)
 
 
+FLOOR = 1e-12  # zero (bitwise equal, or exact) drawn on the log scale's floor
+
+
+def plot_chain(report: ChainReport, path: Path) -> None:
+    replays = [(f"{mode}, length {length}", r) for mode, found in report.results.items() if isinstance(found, ChainMode)
+               for length, r in found.lengths.items() if isinstance(r, ChainReplay)]
+    fig, axes = plt.subplots(max(1, len(replays)), 2, figsize=(15, 4 * max(1, len(replays))), squeeze=False)
+    for (title, r), (bits, err) in zip(replays, axes):
+        stages = [s.stage for s in r.stages]
+        xs = range(len(stages))
+        for label, get, marker in (("chained", lambda s: s.chained_vs_provider, "o"),
+                                   ("isolated", lambda s: s.isolated_vs_provider, "s")):
+            bits.plot(xs, [max(FLOOR, get(s).differ / max(1, get(s).numel)) for s in r.stages], marker=marker, label=label)
+        for label, get, marker in (("provider (diffusers)", lambda s: s.provider_vs_golden, "o"),
+                                   ("candidate chain", lambda s: s.chained_vs_golden, "s")):
+            err.plot(xs, [float("nan") if get(s) is None else max(FLOOR, get(s)) for s in r.stages], marker=marker, label=label)
+        for ax, what in ((bits, "fraction of elements whose bits differ from the provider"), (err, "max|err| / max|FP64|")):
+            ax.set_yscale("log")
+            ax.set_xticks(list(xs), stages, rotation=35, ha="right", fontsize=8)
+            ax.set_ylabel(what)
+            ax.set_title(f"{title}: first drift {r.first_drift or 'none'}" if ax is bits else title)
+            if r.first_drift:
+                ax.axvline(stages.index(r.first_drift), color=RED, linestyle=":")
+            ax.legend(fontsize=7)
+    fig.suptitle(f"conditioning chain replay on {report.environment.gpu or 'CPU'} (equal drawn at {FLOOR:g})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plot_report(report: Report, path: Path) -> None:
     r = report.root
+    if isinstance(r, ChainReport):
+        plot_chain(r, Path(path))
+        return
     (plot_bitwise if isinstance(r, BitwiseReport) else plot_prior_art)(r, Path(path))

@@ -20,7 +20,8 @@ from rich.table import Table
 from rich.text import Text
 
 from .diff import Diff
-from .schema import BitwiseReport, CaseComparison, Cmp, PriorArtCandidate, PriorArtReport, Report, Unavailable
+from .schema import (BitwiseReport, CaseComparison, ChainReplay, ChainReport, Cmp, PriorArtCandidate, PriorArtReport,
+                     Report, Unavailable, drifts)
 from .verdict import Verdict, bitwise_verdicts, pairs, prior_art_verdicts
 
 Status = Literal["ok", "bad", "partial", "nd", "na", "plain"]
@@ -181,8 +182,73 @@ def prior_art_sections(report: PriorArtReport, view: View = View()) -> list[Sect
     return sections
 
 
+def _grads_cell(grads: dict[str, Cmp]) -> Cell:
+    """Every gradient of a stage in one cell: the worst state, and which tensors are in it."""
+    unstable = [k for k, c in grads.items() if c.repeatable is False]
+    drifting = [k for k, c in grads.items() if drifts(c)]
+    if drifting:
+        return Cell(f"{len(drifting)}/{len(grads)} differ: {', '.join(drifting)}", "bad")
+    if unstable:
+        return Cell(f"nondeterministic: {', '.join(unstable)}", "nd")
+    return Cell(f"all {len(grads)} equal", "ok")
+
+
+def _replay_section(title: str, replay: ChainReplay, backward: bool, view: View) -> Section:
+    drop = replay.drop_in
+    verdict = f"drop-in forward: {'yes' if drop.forward else 'no'}"
+    if backward:
+        verdict += f", backward: {'yes' if drop.backward else 'no'}"
+    note = (f"{verdict} · first drift {replay.first_drift or 'none'} · isolated {replay.first_isolated_drift or 'none'}"
+            + (f" · gradient {replay.first_grad_drift or 'none'}" if backward else "")
+            + f" · {replay.wall_s:.1f} s in all, one candidate chain {replay.chained_s:.2f} s"
+            + (f" · FP64: {replay.golden_unavailable}" if replay.golden_unavailable else ""))
+    columns = ["stage", "candidate", "chained vs provider", "isolated vs provider", "chained vs FP64", "provider vs FP64"]
+    section = Section(title, note, columns + (["gradients"] if backward else []))
+    firsts = (("first drift", replay.first_drift), ("first isolated drift", replay.first_isolated_drift),
+              ("first gradient drift", replay.first_grad_drift))
+    for s in replay.stages:
+        name = s.candidate.name if not isinstance(s.candidate, Unavailable) else None
+        if not view.keeps(name):
+            continue
+        marks = [label for label, stage in firsts if stage == s.stage]
+        row = [Cell(f"▶ {s.stage} ({', '.join(marks)})", "bad") if marks else Cell(s.stage),
+               Cell(name) if name else Cell(f"provider (candidate unavailable: {s.candidate.unavailable})", "na"),
+               _cmp_cell(s.chained_vs_provider), _cmp_cell(s.isolated_vs_provider),
+               *(Cell("—", "na") if e is None else Cell(f"{e:.3g}") for e in (s.chained_vs_golden, s.provider_vs_golden))]
+        if backward:
+            row.append(_grads_cell(s.grads or {}))
+        if marks or (shown := _visible(row, view)) is not None:
+            section.rows.append(row if marks else shown)
+    return section
+
+
+def chain_sections(report: ChainReport, view: View = View()) -> list[Section]:
+    """A head, then per mode and length the stages x comparisons, the first drifts marked ▶."""
+    env, b = report.environment, report.block
+    out = [Section(
+        "conditioning chain replay (diffusers MiniMax-H3: timestep path, one block, norm_out)",
+        f"{env.gpu or 'CPU'} · torch {env.torch} · CUDA {env.cuda} · tf32 {env.tf32} · "
+        f"rl_kernel {report.rl_kernel_commit[:12]}{' (dirty)' if report.tracked_tree_dirty is True else ''} · "
+        f"hidden {b.hidden}, {b.heads}×{b.head_dim} heads, ffn {b.ffn} · backward {report.backward} · "
+        f"candidates {', '.join(f'{k}={v}' for k, v in report.candidates.items())}",
+    )]
+    for mode, found in report.results.items():
+        if isinstance(found, Unavailable):
+            out.append(Section(f"mode {mode}", columns=["mode", "replay"], rows=[[Cell(mode), Cell(f"unavailable: {found.unavailable}", "na")]]))
+            continue
+        for length, replay in found.lengths.items():
+            title = f"mode {mode}, length {length}"
+            if isinstance(replay, Unavailable):
+                out.append(Section(title, columns=["length", "replay"], rows=[[Cell(length), Cell(f"unavailable: {replay.unavailable}", "na")]]))
+            else:
+                out.append(_replay_section(title, replay, report.backward, view))
+    return out
+
+
 def sections(report: Report, view: View = View()) -> list[Section]:
     r = report.root
+    if isinstance(r, ChainReport):
+        return chain_sections(r, view)
     return bitwise_sections(r, view) if isinstance(r, BitwiseReport) else prior_art_sections(r, view)
 
 
