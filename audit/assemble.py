@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
 from .environment import collect, repository_state
+from .parallel import NCCL_VARIABLES_RECORDED
 from .runner import Outcome, Plan
 
 RFC = "RL-Align/RL-Kernel#420"
@@ -70,3 +73,32 @@ def prior_art_report(p: Plan, outcome: Outcome, quick: bool, megatron_source_com
             per_mode[name] = entry
         results[mode_name] = per_mode
     return {**header, "quick": quick, "results": results}
+
+
+def parallel_report(p, results: dict[str, dict], sources: dict[str, str]) -> dict:
+    """The ``h3_parallel`` report from ``audit.parallel.run_parallel``'s results: candidates in name
+    order, each with its finished cases (native and fixed-order) and, if its run stopped, why."""
+    commit, dirty = repository_state()
+    entries: dict[str, dict] = {name: {"unavailable": why} for name, why in p.unavailable.items()}
+    for name, found in results.items():
+        cases = {case: found[case] for case in map(str, p.cases) if case in found}
+        entry = {"source": sources[name], "reduced": list(p.layout.reduced(p.op)), "seconds": found["seconds"],
+                 "cases": cases}
+        if "unavailable" in found:
+            entry["failed"] = found["unavailable"]
+        entries[name] = entry if cases or "unavailable" not in found else {"unavailable": found["unavailable"]}
+    return {
+        "kind": "h3_parallel",
+        "rfc": RFC,
+        "op": p.op.name,
+        "rl_kernel_commit": commit,
+        "tracked_tree_dirty": dirty,
+        "environment": collect(p.device, {}, False),
+        "layout": p.layout.name,
+        "ranks": p.ranks,
+        "backend": p.backend,
+        "nccl_environment": {k: os.environ[k] for k in NCCL_VARIABLES_RECORDED if k in os.environ}
+        | ({"NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE", "0")} if p.backend == "nccl" else {}),
+        "cases": p.cases,
+        "results": dict(sorted(entries.items())),
+    }

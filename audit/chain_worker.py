@@ -24,7 +24,8 @@ from typing import Callable
 
 import torch
 
-from modes import MODES, get_mode
+from modes import get_mode
+from modes.environment import mode_environment
 
 from reports.schema import ChainReplay, ChainStage
 
@@ -93,7 +94,7 @@ def _run_one(job: dict, workdir: Path, timeout: float) -> dict:
     command = [sys.executable, "-m", "audit.chain_worker", str(job_path), str(result_path)]
     with open(log_path, "wb") as log:
         try:
-            done = subprocess.run(command, env={**os.environ, **MODES[job["mode"]].env}, cwd=REPO, stdout=log,
+            done = subprocess.run(command, env=mode_environment(os.environ, get_mode(job["mode"]))[0], cwd=REPO, stdout=log,
                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=timeout)
             what = None if done.returncode == 0 and result_path.exists() else f"exited with status {done.returncode}"
         except subprocess.TimeoutExpired:
@@ -126,7 +127,8 @@ def chain_report(job: dict, found: dict[str, dict]) -> dict:
         "op": "conditioning_chain",
         "rl_kernel_commit": commit,
         "tracked_tree_dirty": dirty,
-        "environment": collect(torch.device(job["device"]), list(found), any(f.get("tf32", False) for f in ran)),
+        "environment": collect(torch.device(job["device"]), {m: mode_environment(os.environ, get_mode(m))[1] for m in found},
+                               any(f.get("tf32", False) for f in ran)),
         "block": job["block"],
         "lengths": job["lengths"],
         "backward": job["backward"],

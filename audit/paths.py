@@ -8,7 +8,6 @@ file), never replaced by a regular file.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 

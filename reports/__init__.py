@@ -1,1 +1,3 @@
-"""Report schema (pydantic), atomic JSON reading and writing, and rendering."""
+"""Report schema (pydantic), reading and writing, verdicts, diffs and rendering."""
+
+from . import schema  # noqa: F401  (first: the report kinds in other modules build on its models)

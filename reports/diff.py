@@ -28,7 +28,8 @@ from pydantic import BaseModel
 from .io import ReportError, load_report
 from .schema import (KINDS, BitwiseReport, CaseComparison, ChainReplay, ChainReport, Cmp, Environment, PriorArtReport,
                      Report, Unavailable)
-from .verdict import comparisons, pairs
+from .parallel import ParallelReport
+from .verdict import pairs
 
 ChangeKind = Literal["regression", "improvement", "change", "noise"]
 
@@ -97,8 +98,10 @@ class Diff(BaseModel):
 # -- loading -------------------------------------------------------------------------------------
 
 def _key(report: Report) -> tuple[str, str, bool]:
+    """(kind, op, quick): what a report is matched by; a parallel report's op names its layout."""
     r = report.root
-    return r.kind, r.op, bool(getattr(r, "quick", False))
+    op = f"{r.op} {r.layout}" if isinstance(r, ParallelReport) else r.op
+    return r.kind, op, bool(getattr(r, "quick", False))
 
 
 def _is_report_json(path: Path) -> bool:
@@ -216,7 +219,7 @@ def _bitwise(old: BitwiseReport, new: BitwiseReport, diff: OpDiff) -> None:
             diff.changes += _availability(name, ref, case, getattr(oc, "unavailable", None), getattr(nc, "unavailable", None))
             if isinstance(oc, Unavailable) or isinstance(nc, Unavailable):
                 continue
-            old_t, new_t = comparisons(oc), comparisons(nc)
+            old_t, new_t = oc.by_tensor(), nc.by_tensor()
             for tensor in (t for t in new_t if t in old_t):
                 a, b = old_t[tensor], new_t[tensor]
                 unknown["old"] |= a.repeatable is None
@@ -308,6 +311,31 @@ def _prior_art(old: PriorArtReport, new: PriorArtReport, diff: OpDiff) -> None:
 
 # -- the whole diff -----------------------------------------------------------------------------
 
+def _parallel(old: ParallelReport, new: ParallelReport, diff: OpDiff) -> None:
+    """Per candidate, case, reduction (as ``reference``) and tensor; a changed layout, rank count
+    or backend is an environment difference."""
+    diff.environment += [EnvChange(field=f, old=str(getattr(old, f)), new=str(getattr(new, f)))
+                         for f in ("layout", "ranks", "backend") if getattr(old, f) != getattr(new, f)]
+    diff.appeared += [f"candidate {n}" for n in new.results if n not in old.results]
+    diff.disappeared += [f"candidate {n}" for n in old.results if n not in new.results]
+    for name in (n for n in new.results if n in old.results):
+        o, n = old.results[name], new.results[name]
+        diff.changes += _availability(name, None, None, getattr(o, "unavailable", None), getattr(n, "unavailable", None))
+        if isinstance(o, Unavailable) or isinstance(n, Unavailable):
+            continue
+        for case in (c for c in n.cases if c in o.cases):
+            for how in ("native", "fixed_order"):
+                old_t, new_t = getattr(o.cases[case], how).by_tensor(), getattr(n.cases[case], how).by_tensor()
+                for tensor in (t for t in new_t if t in old_t):
+                    kind = classify(old_t[tensor], new_t[tensor])
+                    if kind is not None:
+                        diff.changes.append(Change(kind=kind, candidate=name, reference=how, case=case, tensor=tensor,
+                                                   old=_state(old_t[tensor]), new=_state(new_t[tensor])))
+
+
+DIFFS = {BitwiseReport: _bitwise, PriorArtReport: _prior_art, ChainReport: _chain, ParallelReport: _parallel}
+
+
 def diff_sets(old: dict, new: dict, old_name: str = "OLD", new_name: str = "NEW") -> Diff:
     """The diff of two report sets as ``load_set`` returns them. Raises DiffInputError when no
     report of one matches a report of the other (for two single files: when their kinds differ)."""
@@ -325,12 +353,7 @@ def diff_sets(old: dict, new: dict, old_name: str = "OLD", new_name: str = "NEW"
         o, n = old_report.root, new_report.root
         op = OpDiff(kind=key[0], op=key[1] + (" (quick)" if key[2] else ""), old_file=str(old_path),
                     new_file=str(new_path), environment=environment_changes(o.environment, n.environment))
-        if isinstance(n, BitwiseReport):
-            _bitwise(o, n, op)
-        elif isinstance(n, ChainReport):
-            _chain(o, n, op)
-        else:
-            _prior_art(o, n, op)
+        DIFFS[type(n)](o, n, op)
         result.ops.append(op)
     return result
 

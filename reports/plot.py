@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.cm import ScalarMappable  # noqa: E402
 from matplotlib.colors import LinearSegmentedColormap, LogNorm  # noqa: E402
 
-from .schema import BitwiseReport, CaseComparison, ChainMode, ChainReplay, ChainReport, PriorArtCandidate, Report, Unavailable  # noqa: E402
+from .schema import BitwiseReport, ChainMode, ChainReplay, ChainReport, PriorArtCandidate, PriorArtReport, Report, Unavailable  # noqa: E402
 
 GREEN, RED, GREY = "#2e7d32", "#c62828", "#9e9e9e"
 
@@ -187,9 +187,12 @@ def plot_chain(report: ChainReport, path: Path) -> None:
     plt.close(fig)
 
 
+PLOTS = {BitwiseReport: plot_bitwise, PriorArtReport: plot_prior_art, ChainReport: plot_chain}
+
+
 def plot_report(report: Report, path: Path) -> None:
+    """Draw a bitwise, prior-art or chain report; other kinds raise TypeError (their tables say it all)."""
     r = report.root
-    if isinstance(r, ChainReport):
-        plot_chain(r, Path(path))
-        return
-    (plot_bitwise if isinstance(r, BitwiseReport) else plot_prior_art)(r, Path(path))
+    if type(r) not in PLOTS:
+        raise TypeError(f"{r.kind} reports have no plot; audit show draws their tables")
+    PLOTS[type(r)](r, Path(path))

@@ -20,16 +20,18 @@ from rich.table import Table
 from rich.text import Text
 
 from .diff import Diff
+from .parallel import ParallelReport
 from .schema import (BitwiseReport, CaseComparison, ChainReplay, ChainReport, Cmp, PriorArtCandidate, PriorArtReport,
                      Report, Unavailable, drifts)
-from .verdict import Verdict, bitwise_verdicts, pairs, prior_art_verdicts
+from .verdict import Verdict, bitwise_verdicts, pairs, parallel_verdicts, prior_art_verdicts
 
 Status = Literal["ok", "bad", "partial", "nd", "na", "plain"]
 STYLE = {"ok": "green", "bad": "red", "partial": "yellow", "nd": "magenta", "na": "grey50", "plain": ""}
 MARK = {"ok": "✅ ", "bad": "❌ ", "partial": "🟡 ", "nd": "🔀 ", "na": "➖ ", "plain": ""}
 VERDICT_STATUS: dict[str, Status] = {
     "reusable": "ok", "batch-invariant": "ok", "forward only": "partial", "differs": "bad",
-    "not invariant": "bad", "nondeterministic": "nd", "unavailable": "na",
+    "not invariant": "bad", "nondeterministic": "nd", "unavailable": "na", "bitwise": "ok",
+    "bitwise with the fixed-order reduction": "partial", "gathered bitwise": "partial",
 }
 
 
@@ -245,11 +247,41 @@ def chain_sections(report: ChainReport, view: View = View()) -> list[Section]:
     return out
 
 
+def parallel_sections(report: ParallelReport, view: View = View()) -> list[Section]:
+    """Verdicts, then per candidate a case x tensor table for each reduction; reduced tensors are
+    marked with a ``Σ``."""
+    env = report.environment
+    head = Section(
+        f"{report.op}: {report.layout} over {report.ranks} ranks ({report.backend}) vs one process",
+        f"{env.gpu or 'CPU'} · torch {env.torch} · CUDA {env.cuda} · cases {', '.join(map(str, report.cases))}"
+        + "".join(f" · {k}={v}" for k, v in report.nccl_environment.items()) + (CPU_NOTE if env.gpu is None else ""),
+    )
+    out = [head, verdict_section(parallel_verdicts(report), view)]
+    for name, c in report.results.items():
+        if isinstance(c, Unavailable) or not view.keeps(name):
+            continue
+        for how in ("native", "fixed_order"):
+            cases = {k: getattr(v, how) for k, v in c.cases.items()}
+            labels = list(dict.fromkeys(t for case in cases.values() for t in case.by_tensor()))
+            columns = ["case", *(f"{t} Σ" if t in c.reduced else t for t in labels)]
+            section = Section(f"{name}, {how.replace('_', '-')} reduction", c.source + (f" · stopped: {c.failed}" if c.failed else ""), columns)
+            for case, comparison in sorted(cases.items(), key=lambda kv: int(kv[0])):
+                found = comparison.by_tensor()
+                row = [Cell(case), *(_cmp_cell(found[t]) if t in found else Cell("—", "na") for t in labels)]
+                if (shown := _visible(row, view)) is not None:
+                    section.rows.append(shown)
+            if section.rows or not view.only_differ:
+                out.append(section)
+    return out
+
+
+SECTIONS = {BitwiseReport: bitwise_sections, PriorArtReport: prior_art_sections, ChainReport: chain_sections,
+            ParallelReport: parallel_sections}
+
+
 def sections(report: Report, view: View = View()) -> list[Section]:
     r = report.root
-    if isinstance(r, ChainReport):
-        return chain_sections(r, view)
-    return bitwise_sections(r, view) if isinstance(r, BitwiseReport) else prior_art_sections(r, view)
+    return SECTIONS[type(r)](r, view)
 
 
 TERMINAL_ROWS = 1000  # rows per table in the terminal; Markdown and JSON always have every row

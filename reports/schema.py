@@ -93,6 +93,11 @@ class CaseComparison(Strict):
     out: list[Cmp]
     grads: dict[str, Cmp]
 
+    def by_tensor(self) -> dict[str, Cmp]:
+        """The comparisons by tensor label: ``out`` (``out[i]`` for several outputs), then ``d<input>``."""
+        outs = {"out": self.out[0]} if len(self.out) == 1 else {f"out[{i}]": c for i, c in enumerate(self.out)}
+        return outs | {f"d{n}": c for n, c in self.grads.items()}
+
 
 CaseResult = CaseComparison | Unavailable
 
@@ -373,7 +378,10 @@ class ChainReport(ReportBase):
     results: dict[str, ChainMode | Unavailable]
 
 
-class Report(RootModel[Annotated[BitwiseReport | PriorArtReport | ChainReport, Field(discriminator="kind")]]):
+from .parallel import ParallelReport  # noqa: E402  (its models build on the ones above)
+
+
+class Report(RootModel[Annotated[BitwiseReport | PriorArtReport | ChainReport | ParallelReport, Field(discriminator="kind")]]):
     """Any report kind, told apart by ``kind``."""
 
 
@@ -381,6 +389,7 @@ KINDS: dict[str, type[BaseModel]] = {
     "h3_bitwise_reuse": BitwiseReport,
     "h3_prior_art": PriorArtReport,
     "h3_conditioning_chain_replay": ChainReport,
+    "h3_parallel": ParallelReport,
 }
 
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .schema import BitwiseReport, CaseComparison, Cmp, PriorArtCandidate, PriorArtReport, Report, Unavailable
+from .parallel import ParallelReport, ParallelVerdict, decide
+from .schema import BitwiseReport, CaseComparison, PriorArtCandidate, PriorArtReport, Report, Unavailable
 
 BitwiseVerdict = Literal["reusable", "forward only", "differs", "nondeterministic", "unavailable"]
 PriorArtVerdict = Literal["batch-invariant", "not invariant", "unavailable"]
@@ -31,20 +32,9 @@ PriorArtVerdict = Literal["batch-invariant", "not invariant", "unavailable"]
 class Verdict:
     candidate: str
     reference: str | None  # None: the verdict holds against every reference (or a prior-art mode)
-    verdict: BitwiseVerdict | PriorArtVerdict
+    verdict: BitwiseVerdict | PriorArtVerdict | ParallelVerdict
     detail: str
     mode: str | None = None  # prior-art only
-
-
-def tensor_label(key: str) -> str:
-    """``out`` / ``out[1]`` for outputs, ``dx`` for the gradient of input x."""
-    return key if key.startswith("out") else f"d{key}"
-
-
-def comparisons(case: CaseComparison) -> dict[str, Cmp]:
-    """A case's comparisons by tensor label, outputs first."""
-    outs = {"out": case.out[0]} if len(case.out) == 1 else {f"out[{i}]": c for i, c in enumerate(case.out)}
-    return outs | {tensor_label(n): c for n, c in case.grads.items()}
 
 
 def pairs(report: BitwiseReport) -> list[tuple[str, str, dict[str, CaseComparison | Unavailable]]]:
@@ -77,14 +67,14 @@ def _decide(cases: dict[str, CaseComparison | Unavailable]) -> tuple[BitwiseVerd
     noisy: dict[str, int] = {}  # tensor -> most elements differing between runs
     unchecked = False
     for case, cmp in ran:
-        for tensor, c in comparisons(cmp).items():
+        for tensor, c in cmp.by_tensor().items():
             unchecked |= c.repeatable is None
             if c.repeatable is False:
                 noisy[tensor] = max(noisy.get(tensor, 0), c.repeat_differ or 0)
             elif not c.equal:
                 stable.setdefault(tensor, case)
     gaps = f"; case {_join(c for c, _ in missing)} unavailable: {missing[0][1]}" if missing else ""
-    order = list(dict.fromkeys(t for _, cmp in ran for t in comparisons(cmp)))
+    order = list(dict.fromkeys(t for _, cmp in ran for t in cmp.by_tensor()))
     firsts = _join(f"{t} from case {stable[t]}" for t in order if t in stable)
     if any(t.startswith("out") for t in stable):
         also = f"; not repeatable: {_join(t for t in order if t in noisy)}" if noisy else ""
@@ -154,9 +144,29 @@ def prior_art_verdicts(report: PriorArtReport) -> list[Verdict]:
     return verdicts
 
 
+def parallel_verdicts(report: ParallelReport) -> list[Verdict]:
+    """One verdict per candidate under the report's layout (``reports.parallel.decide``)."""
+    out = []
+    for name, c in report.results.items():
+        if isinstance(c, Unavailable):
+            out.append(Verdict(name, None, "unavailable", c.unavailable))
+        else:
+            verdict, detail = decide(c)
+            out.append(Verdict(name, None, verdict, f"{report.layout}, {report.ranks} ranks, {report.backend}: {detail}"))
+    return out
+
+
+VERDICTS = {BitwiseReport: bitwise_verdicts, PriorArtReport: prior_art_verdicts, ParallelReport: parallel_verdicts}
+
+
 def verdicts(report: Report) -> list[Verdict]:
+    """The verdicts of a bitwise, prior-art or parallel report (a chain replay's decision is its
+    ``first_drift`` and ``drop_in`` fields)."""
     r = report.root
-    return bitwise_verdicts(r) if isinstance(r, BitwiseReport) else prior_art_verdicts(r)
+    try:
+        return VERDICTS[type(r)](r)
+    except KeyError:
+        raise TypeError(f"{r.kind} reports have no per-candidate verdicts") from None
 
 
 def any_difference(report: Report) -> bool:

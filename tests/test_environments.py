@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from audit.candidates import get_candidate
 from audit.cli import app
-from audit.environments import ConfigError, Environments, load, probe
+from audit.environments import ConfigError, load, probe
 from modes import MODES, get_mode
 from reports.io import load_report
 

@@ -1,0 +1,108 @@
+"""``audit parallel`` under torchrun with gloo on the CPU, 2 ranks: what sharding keeps bitwise."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from audit.cli import app
+from audit.layouts import LAYOUTS
+from audit.ops import OPS
+from reports.io import load_report
+from reports.verdict import verdicts
+from test_runner import audit
+
+runner = CliRunner()
+
+
+def _cases(report, name):
+    return report.results[name].cases
+
+
+def test_sp_rows_on_a_row_op_gathers_rows_bitwise_and_sums_the_table_gradient(tmp_path):
+    out = tmp_path / "r.json"
+    done = audit("parallel", "--op", "gate_residual", "--layout", "sp_rows", "--ranks", "2", "--device", "cpu",
+                 "--case", "2", "--case", "64", "--out", str(out), "-q")
+    assert done.returncode == 0, done.stderr
+    report = load_report(out).root
+    assert (report.layout, report.ranks, report.backend) == ("sp_rows", 2, "gloo")
+    for name in ("diffusers", "rl_kernel"):
+        entry = report.results[name]
+        assert entry.reduced == ["dgate"]
+        for case, both in entry.cases.items():
+            for how in ("native", "fixed_order"):
+                found = getattr(both, how).by_tensor()
+                # every row is computed by one rank: the output and row gradients are the single process's
+                assert all(found[t].equal for t in ("out", "dres", "dy")), (name, case, how)
+            # two partial sums commute: both reductions give the same bits
+            assert both.native == both.fixed_order
+        # with one row per rank, the first rows hit distinct table rows: each gate-gradient row is one
+        # rank's partial plus exact zeros, so the sum must be the single-process bits
+        assert entry.cases["2"].fixed_order.grads["gate"].equal
+    assert {v.candidate: v.verdict for v in verdicts(load_report(out))}.keys() >= {"diffusers", "rl_kernel"}
+
+
+def test_tp_column_keeps_the_output_and_the_split_parameters_bitwise(tmp_path):
+    out = tmp_path / "r.json"
+    done = audit("parallel", "--op", "timestep_mlp", "--layout", "tp_column", "--ranks", "2", "--device", "cpu",
+                 "--case", "1", "--case", "4", "--candidate", "diffusers", "--out", str(out), "-q")
+    assert done.returncode == 0, done.stderr
+    report = load_report(out).root
+    entry = report.results["diffusers"]
+    assert entry.reduced == ["dx", "dw1", "db1"]  # the replicated first linear and the input
+    for both in entry.cases.values():
+        for how in ("native", "fixed_order"):
+            found = getattr(both, how).by_tensor()
+            # column-parallel keeps every output element's and every split weight row's term order
+            assert found["out"].equal and found["dw2"].equal and found["db2"].equal
+    [v] = [v for v in verdicts(load_report(out)) if v.candidate == "diffusers"]
+    assert v.verdict in ("bitwise", "bitwise with the fixed-order reduction", "gathered bitwise")
+    assert json.loads(out.read_text())["nccl_environment"] == {}
+
+
+def test_a_failing_rank_stops_every_rank_and_is_reported(tmp_path):
+    out = tmp_path / "r.json"
+    done = audit("parallel", "--op", "gate_residual", "--layout", "sp_rows", "--ranks", "2", "--device", "cpu",
+                 "--case", "2", "--candidate", "fails_on_rank_1", "--candidate", "diffusers", "--out", str(out), "-q",
+                 env={"AUDIT_PLUGINS": "tests.plugins.rank_fails"}, timeout=600)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(out.read_text())
+    reason = data["results"]["fails_on_rank_1"]["unavailable"]
+    assert "rank1 failed: RuntimeError: planted failure on rank 1" in reason
+    assert data["results"]["diffusers"]["cases"]["2"]["native"]["out"][0]["equal"] is True  # the next candidate ran
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--op", "gate_residual", "--layout", "tp_column"], "has no layout 'tp_column'"),
+        (["--op", "gate_residual", "--layout", "sp_rows", "--ranks", "1"], "at least 2"),
+        (["--op", "gate_residual", "--layout", "sp_rows", "--case", "3"], "does not split into 2 equal shards"),
+        (["--op", "gate_residual", "--layout", "sp_rows", "--backend", "nccl", "--device", "cpu"], "use gloo"),
+        (["--op", "gate_residual", "--layout", "diagonal"], "unknown layout"),
+    ],
+)
+def test_bad_input_is_one_line_and_status_2_before_anything_starts(args, message):
+    r = runner.invoke(app, ["parallel", "--device", "cpu", *args] if "--device" not in args else ["parallel", *args])
+    assert r.exit_code == 2 and message in r.output, r.output
+
+
+def test_every_op_has_a_layout_and_the_gemm_ops_have_all_three():
+    assert {op for op, _ in LAYOUTS} == set(OPS)
+    for op in ("adaln_projection", "timestep_mlp"):
+        assert {name for o, name in LAYOUTS if o == op} == {"tp_column", "tp_row", "sp_rows"}
+
+
+def test_a_parallel_report_shows_and_has_no_plot(tmp_path):
+    # the example reports hold no parallel report: a minimal one by hand
+    data = {"kind": "h3_parallel", "rfc": "x", "op": "gate_residual", "rl_kernel_commit": "unknown",
+            "tracked_tree_dirty": "unknown", "layout": "sp_rows", "ranks": 2, "backend": "gloo", "nccl_environment": {},
+            "cases": [2], "environment": {"gpu": None, "capability": None, "torch": "2", "cuda": None, "python": "3",
+                                          "tf32": False, "libraries": {}, "mode_environment": {}},
+            "results": {"x": {"unavailable": "not here"}}}
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(data))
+    shown = runner.invoke(app, ["show", "--format", "markdown", str(path)])
+    assert shown.exit_code == 0 and "➖ unavailable | not here" in shown.output
+    plotted = runner.invoke(app, ["plot", str(path), "--out", str(tmp_path / "p.png")])
+    assert plotted.exit_code == 2 and "no plot" in plotted.output
