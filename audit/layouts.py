@@ -24,7 +24,7 @@ from typing import Literal
 
 import torch
 
-from .ops import OPS, OpSpec
+from .ops import OpSpec
 
 Placement = int | Literal["replicate", "rank0"]
 LAYOUT_NAMES = ("tp_column", "tp_row", "sp_rows")
@@ -100,6 +100,3 @@ def uneven(op: OpSpec, layout: Layout, rows: int, ranks: int) -> str | None:
             size = spec.shape(rows)[where]
             return f"{spec.name}'s dimension {where} ({size}) does not split into {ranks} equal shards"
     return None
-
-
-__all__ = ["LAYOUTS", "LAYOUT_NAMES", "OPS", "Layout", "layout_for", "shard", "shard_shapes", "uneven"]
