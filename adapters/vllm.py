@@ -21,6 +21,7 @@ import importlib
 
 import torch
 
+from adapters.diffusers import modulate
 from audit.candidates import candidate, import_problem, shipped_module, version
 from audit.ops import EPS
 
@@ -59,6 +60,4 @@ def enable_mode(mode) -> str:
     cuda_only=True,
 )
 def vllm_bi_rmsnorm(t: dict[str, torch.Tensor]) -> torch.Tensor:
-    normed = batch_invariant_module().rms_norm_batch_invariant(t["x"], t["w"], EPS)
-    idx = t["idx"]
-    return normed * (1.0 + t["sc"].index_select(0, idx)) + t["sh"].index_select(0, idx)
+    return modulate(batch_invariant_module().rms_norm_batch_invariant(t["x"], t["w"], EPS), t)
