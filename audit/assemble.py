@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-import os
-
 from .environment import collect, repository_state
-from .parallel import NCCL_VARIABLES_RECORDED
+from .parallel import nccl_environment
 from .runner import Outcome, Plan
 
 RFC = "RL-Align/RL-Kernel#420"
 
 
-def _header(p: Plan, kind: str, outcome: Outcome) -> dict:
+def header(kind: str, op: str, environment: dict) -> dict:
+    """The fields every report kind opens with: kind, RFC, op, this checkout's commit and state."""
     commit, dirty = repository_state()
-    return {
-        "kind": kind,
-        "rfc": RFC,
-        "op": p.op.name,
-        "rl_kernel_commit": commit,
-        "tracked_tree_dirty": dirty,
-        "environment": collect(p.device, {m: outcome.environments[m] for m in p.by_mode}, outcome.tf32,
-                               {m: outcome.interpreters[m] for m in p.by_mode if m in outcome.interpreters}),
-    }
+    return {"kind": kind, "rfc": RFC, "op": op, "rl_kernel_commit": commit, "tracked_tree_dirty": dirty,
+            "environment": environment}
+
+
+def _header(p: Plan, kind: str, outcome: Outcome) -> dict:
+    return header(kind, p.op.name, collect(p.device, {m: outcome.environments[m] for m in p.by_mode}, outcome.tf32,
+                                           {m: outcome.interpreters[m] for m in p.by_mode if m in outcome.interpreters}))
 
 
 def bitwise_report(p: Plan, outcome: Outcome) -> dict:
@@ -78,27 +75,22 @@ def prior_art_report(p: Plan, outcome: Outcome, quick: bool, megatron_source_com
 def parallel_report(p, results: dict[str, dict], sources: dict[str, str]) -> dict:
     """The ``h3_parallel`` report from ``audit.parallel.run_parallel``'s results: candidates in name
     order, each with its finished cases (native and fixed-order) and, if its run stopped, why."""
-    commit, dirty = repository_state()
-    entries: dict[str, dict] = {name: {"unavailable": why} for name, why in p.unavailable.items()}
+    entries: dict[str, dict] = {name: {"unavailable": why} for name, why in p.not_run().items()}
     for name, found in results.items():
         cases = {case: found[case] for case in map(str, p.cases) if case in found}
-        entry = {"source": sources[name], "reduced": list(p.layout.reduced(p.op)), "seconds": found["seconds"],
-                 "cases": cases}
+        if not cases and "unavailable" in found:  # stopped before its first case
+            entries[name] = {"unavailable": found["unavailable"]}
+            continue
+        entries[name] = {"source": sources[name], "reduced": list(p.layout.reduced(p.op)), "seconds": found["seconds"],
+                         "cases": cases}
         if "unavailable" in found:
-            entry["failed"] = found["unavailable"]
-        entries[name] = entry if cases or "unavailable" not in found else {"unavailable": found["unavailable"]}
+            entries[name]["failed"] = found["unavailable"]
     return {
-        "kind": "h3_parallel",
-        "rfc": RFC,
-        "op": p.op.name,
-        "rl_kernel_commit": commit,
-        "tracked_tree_dirty": dirty,
-        "environment": collect(p.device, {}, False),
+        **header("h3_parallel", p.op.name, collect(p.device, {}, False)),
         "layout": p.layout.name,
         "ranks": p.ranks,
         "backend": p.backend,
-        "nccl_environment": {k: os.environ[k] for k in NCCL_VARIABLES_RECORDED if k in os.environ}
-        | ({"NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE", "0")} if p.backend == "nccl" else {}),
+        "nccl_environment": nccl_environment(p.backend),
         "cases": p.cases,
         "results": dict(sorted(entries.items())),
     }

@@ -17,7 +17,6 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections import deque
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
@@ -29,13 +28,13 @@ from modes.environment import mode_environment
 
 from reports.schema import ChainReplay, ChainStage
 
-from .assemble import RFC
+from .assemble import header
 from .candidates import error_text
 from .chain import REPEATS, BlockConfig, Choice, run_chain
-from .environment import collect, repository_state
+from .environment import collect
+from .runner import log_tail
 
 REPO = Path(__file__).resolve().parent.parent
-LOG_TAIL = 12
 
 
 def main(job_path: str, result_path: str) -> int:
@@ -101,14 +100,13 @@ def _run_one(job: dict, workdir: Path, timeout: float) -> dict:
             what = f"timed out after {timeout:.0f} s"
     if what is None:
         return json.loads(result_path.read_text())
-    tail = "\n".join(deque(log_path.read_text(errors="replace").splitlines(), maxlen=LOG_TAIL))
+    tail = log_tail(log_path)
     return {"unavailable": f"mode {job['mode']} process {what}:\n{tail}"}
 
 
 def chain_report(job: dict, found: dict[str, dict]) -> dict:
     """The ``h3_conditioning_chain_replay`` report. A mode whose inputs' fingerprints differ from
     the first mode's becomes unavailable (it would replay a different problem)."""
-    commit, dirty = repository_state()
     ran = [f for f in found.values() if "unavailable" not in f]
     prints = ran[0]["inputs_sha256"] if ran else {}
     results: dict[str, dict] = {}
@@ -121,14 +119,10 @@ def chain_report(job: dict, found: dict[str, dict]) -> dict:
             lengths = {length: {**data, **ChainReplay.summary([ChainStage.model_validate(s) for s in data["stages"]])}
                        for length, data in f["lengths"].items()}
             results[mode] = {"description": f["description"], "lengths": lengths}
+    environment = collect(torch.device(job["device"]), {m: mode_environment(os.environ, get_mode(m))[1] for m in found},
+                          any(f.get("tf32", False) for f in ran))
     return {
-        "kind": "h3_conditioning_chain_replay",
-        "rfc": RFC,
-        "op": "conditioning_chain",
-        "rl_kernel_commit": commit,
-        "tracked_tree_dirty": dirty,
-        "environment": collect(torch.device(job["device"]), {m: mode_environment(os.environ, get_mode(m))[1] for m in found},
-                               any(f.get("tf32", False) for f in ran)),
+        **header("h3_conditioning_chain_replay", "conditioning_chain", environment),
         "block": job["block"],
         "lengths": job["lengths"],
         "backward": job["backward"],

@@ -34,7 +34,6 @@ def parallel(
     from reports.render import print_report
 
     from .assemble import parallel_report
-    from .candidates import unavailable_reason
     from .layouts import LAYOUT_NAMES, layout_for
     from .ops import get_op
     from .parallel import plan_parallel, run_parallel
@@ -45,7 +44,7 @@ def parallel(
     spec = get_op(op)
     _check_names("layout", [layout], list(LAYOUT_NAMES))
     try:
-        chosen_layout = layout_for(op, layout)
+        layout_for(op, layout)
     except KeyError as exc:
         raise _usage_error(exc.args[0]) from None
     if ranks < 2:
@@ -57,20 +56,12 @@ def parallel(
     if backend == "nccl" and ranks > torch_device_count():
         raise _usage_error(f"--ranks {ranks}: NCCL needs one GPU per rank and {torch_device_count()} are visible "
                            "(--backend gloo lets ranks share one)")
-    rows = chosen_layout.placement(spec.row_inputs[0]) == 0
-    default = spec.cpu_cases if dev.type == "cpu" else spec.cases
-    cases = list(dict.fromkeys(case)) if case else ([ranks * n for n in (1, 64)] if rows else list(default))
-    plan = plan_parallel(spec, layout, ranks, backend, dev, cases, candidate)
-    named = [n for n in candidate or [] if n in plan.unavailable]
+    plan = plan_parallel(spec, layout, ranks, backend, dev, list(dict.fromkeys(case)) if case else None, candidate)
+    named = [n for n in candidate or [] if n in plan.cannot_shard]
     if named:
-        raise _usage_error(f"{named[0]}: {plan.unavailable[named[0]]}")
-    for c in list(plan.candidates):
-        reason = unavailable_reason(c, dev)
-        if reason:
-            plan.candidates.remove(c)
-            plan.unavailable[c.name] = reason
+        raise _usage_error(f"{named[0]}: {plan.cannot_shard[named[0]]}")
     if not plan.candidates:
-        why = "; ".join(f"{n}: {r}" for n, r in plan.unavailable.items())
+        why = "; ".join(f"{n}: {r}" for n, r in plan.not_run().items())
         raise _usage_error(f"no candidate can take this layout's shards here ({why})")
     path = _report_paths(out, [f"{op}.{layout}"], "h3_parallel")[f"{op}.{layout}"]
     sources = {c.name: c.source("plain", dev) for c in plan.candidates}

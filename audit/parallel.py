@@ -19,20 +19,26 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import torch
 
-from .candidates import Candidate, bounded, candidates_for
+from .candidates import Candidate, bounded, candidates_for, unavailable_reason
 from .environment import REPO
 from .layouts import Layout, layout_for, shard_shapes, uneven
 from .ops import OpSpec
+from .runner import log_tail
 
 NCCL_VARIABLES_RECORDED = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE")
-LOG_TAIL = 12
+
+
+def nccl_environment(backend: str) -> dict[str, str]:
+    """The NCCL variables the ranks run with, as the report records them: the shell's algorithm and
+    protocol choices, and, under NCCL, NVLink multicast off unless the shell says otherwise."""
+    found = {k: os.environ[k] for k in NCCL_VARIABLES_RECORDED if k in os.environ}
+    return found | ({"NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE", "0")} if backend == "nccl" else {})
 
 
 @dataclass
@@ -44,7 +50,11 @@ class ParallelPlan:
     device: torch.device
     cases: list[int]
     candidates: list[Candidate]
-    unavailable: dict[str, str]  # candidates that cannot take this layout's shards, with why
+    cannot_shard: dict[str, str]  # candidates that cannot take this layout's shards, with why
+    unavailable: dict[str, str]  # candidates that cannot run here at all (library, device), with why
+
+    def not_run(self) -> dict[str, str]:
+        return self.cannot_shard | self.unavailable
 
 
 def default_backend(device: torch.device) -> str:
@@ -77,33 +87,37 @@ def shard_problem(c: Candidate, op: OpSpec, layout: Layout, ranks: int, cases: l
     return None
 
 
+def default_cases(op: OpSpec, layout: Layout, ranks: int, device: torch.device) -> list[int]:
+    """Rows per case: the op's cases (fewer on a CPU); where the layout splits the rows, multiples
+    of ``ranks`` so that every rank gets an equal share."""
+    if layout.placement(op.row_inputs[0]) == 0:
+        return [ranks * n for n in (1, 64)]
+    return list(op.cpu_cases if device.type == "cpu" else op.cases)
+
+
 def plan_parallel(op: OpSpec, layout_name: str, ranks: int, backend: str | None, device: torch.device,
-                  cases: list[int], names: list[str] | None) -> ParallelPlan:
+                  cases: list[int] | None, names: list[str] | None) -> ParallelPlan:
     """Candidates that run in plain mode for ``op`` (or those named), each checked against the
-    shards before anything starts."""
+    shards and against this machine before anything starts; ``cases`` None: ``default_cases``."""
     layout = layout_for(op.name, layout_name)
+    cases = cases or default_cases(op, layout, ranks, device)
     chosen = [c for c in candidates_for(op.name) if c.runs_in("plain") and (names is None or c.name in names)]
-    unavailable = {}
-    runnable = []
+    cannot_shard, unavailable, runnable = {}, {}, []
     for c in chosen:
-        problem = shard_problem(c, op, layout, ranks, cases, device)
-        if problem:
-            unavailable[c.name] = problem
+        if problem := shard_problem(c, op, layout, ranks, cases, device):
+            cannot_shard[c.name] = problem
+        elif reason := unavailable_reason(c, device):
+            unavailable[c.name] = reason
         else:
             runnable.append(c)
-    return ParallelPlan(op, layout, ranks, backend or default_backend(device), device, cases, runnable, unavailable)
+    return ParallelPlan(op, layout, ranks, backend or default_backend(device), device, cases, runnable,
+                        cannot_shard, unavailable)
 
 
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _tail(path: Path) -> str:
-    if not path.exists():
-        return ""
-    return "\n".join(deque(path.read_text(errors="replace").splitlines(), maxlen=LOG_TAIL))
 
 
 def run_candidate(p: ParallelPlan, c: Candidate, timeout: float, workdir: Path) -> dict:
@@ -117,7 +131,7 @@ def run_candidate(p: ParallelPlan, c: Candidate, timeout: float, workdir: Path) 
     job_path.write_text(json.dumps(job))
     log = folder / "torchrun.log"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-           "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE", "0"), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+           **nccl_environment("nccl"), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     command = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={p.ranks}", "--nnodes=1",
                "--master-addr=127.0.0.1", f"--master-port={_free_port()}", "--max-restarts=0",
                "-m", "audit.parallel_rank", str(job_path)]
@@ -144,7 +158,7 @@ def run_candidate(p: ParallelPlan, c: Candidate, timeout: float, workdir: Path) 
         if failed:
             why = "; ".join(f"{f.stem} failed: {f.read_text().splitlines()[0]}" for f in failed)
         else:
-            why = f"torchrun exited with status {code}:\n{_tail(log)}"
+            why = f"torchrun exited with status {code}:\n{log_tail(log)}"
         if timed_out:
             why = f"timed out after {timeout:.0f} s; every rank was killed. {why}"
         result["unavailable"] = bounded(why)

@@ -54,19 +54,19 @@ def reduce(t: torch.Tensor, how: str) -> torch.Tensor:
     return total
 
 
-def combine(layout: Layout, outs: list[torch.Tensor], grads: dict[str, torch.Tensor], how: str):
-    """The whole output and gradients from this rank's shard, as the layout puts them together."""
-    combined_outs = [reduce(o, how) if layout.out == "reduce" else gather(o, layout.out) for o in outs]
-    combined = {}
-    for name, g in grads.items():
-        where = layout.placement(name)
-        if where == "replicate":
-            combined[name] = reduce(g, how)
-        elif where == "rank0":  # held by rank 0 alone: its gradient is rank 0's
-            combined[name] = g
-        else:
-            combined[name] = gather(g, where)
-    return combined_outs, combined
+def combine(layout: Layout, outs: list[torch.Tensor], grads: dict[str, torch.Tensor]) -> dict:
+    """{reduction: (outputs, gradients)}, the whole tensors from this rank's shard as the layout puts
+    them together. A gathered (or rank-0) tensor is the same object under both reductions: it is
+    gathered once, and only the reduced tensors are summed each way."""
+    def both(t: torch.Tensor, where) -> dict[str, torch.Tensor]:
+        if where in ("reduce", "replicate"):
+            return {how: reduce(t, how) for how in REDUCTIONS}
+        whole = t if where == "rank0" else gather(t, where)  # rank 0's own gradient, or every rank's slice
+        return dict.fromkeys(REDUCTIONS, whole)
+
+    out_both = [both(o, layout.out) for o in outs]
+    grad_both = {name: both(g, layout.placement(name)) for name, g in grads.items()}
+    return {how: ([o[how] for o in out_both], {n: g[how] for n, g in grad_both.items()}) for how in REDUCTIONS}
 
 
 def run_case(job: dict, case: int, device: torch.device) -> dict | None:
@@ -78,17 +78,24 @@ def run_case(job: dict, case: int, device: torch.device) -> dict | None:
     mine = {k: shard(v, layout.placement(k), rank, ranks) for k, v in inputs.items()}
     my_grad = grad_out if layout.grad_out == "replicate" else shard(grad_out, layout.grad_out, rank, ranks)
     outs, grads = evaluate(c, op, mine, my_grad)
-    combined = {how: combine(layout, outs, grads, how) for how in REDUCTIONS}
+    combined = combine(layout, outs, grads)
     if rank != 0:
         return None
     ref_outs, ref_grads = evaluate(c, op, inputs, grad_out)
-    result = {}
-    for how, (c_outs, c_grads) in combined.items():
-        result[how] = {
-            "out": [compare(o, r) for o, r in zip(c_outs, ref_outs)],
-            "grads": {n: compare(c_grads[n], ref_grads[n]) for n in op.grads if n in c_grads and n in ref_grads},
+    compared: dict[int, dict] = {}  # a tensor shared by both reductions is compared once
+
+    def cmp(t: torch.Tensor, ref: torch.Tensor) -> dict:
+        if id(t) not in compared:
+            compared[id(t)] = compare(t, ref)
+        return compared[id(t)]
+
+    return {
+        how: {
+            "out": [cmp(o, r) for o, r in zip(c_outs, ref_outs)],
+            "grads": {n: cmp(c_grads[n], ref_grads[n]) for n in op.grads if n in c_grads and n in ref_grads},
         }
-    return result
+        for how, (c_outs, c_grads) in combined.items()
+    }
 
 
 def main(job_path: str) -> int:

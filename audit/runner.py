@@ -146,7 +146,7 @@ def _events(proc: subprocess.Popen, read_fd: int, deadline: float):
                     yield json.loads(line)
 
 
-def _tail(log_path: Path) -> str:
+def log_tail(log_path: Path) -> str:
     """The last lines the process printed, bounded (see ``bounded``)."""
     with open(log_path, "rb") as log:
         log.seek(max(0, log.seek(0, os.SEEK_END) - 16 * 4096))
@@ -312,18 +312,18 @@ def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, timeout: floa
             if timed_out or stalls >= 2:
                 for name in pending:
                     if not outcome.finished(name, p.units):
-                        give_up(name, f"mode {mode.name} process {what}:\n{_tail(log_path)}")
+                        give_up(name, f"mode {mode.name} process {what}:\n{log_tail(log_path)}")
                 break
         elif current[0] is None:  # died drawing a case's inputs: that case is lost for every candidate
             unit = current[1]
-            reason = f"mode {mode.name} process {what} while drawing the inputs of case {unit}:\n{_tail(log_path)}"
+            reason = f"mode {mode.name} process {what} while drawing the inputs of case {unit}:\n{log_tail(log_path)}"
             for name in pending:
                 if (name, unit) not in outcome.done:
                     record_done({"event": "failed", "candidate": name, "unit": unit, "reason": reason})
         else:
             blamed, unit = current
             where = f"case {unit}" if p.task == "bitwise" else f"check {unit}"
-            give_up(blamed, f"mode {mode.name} process {what} while running {where}:\n{_tail(log_path)}")
+            give_up(blamed, f"mode {mode.name} process {what} while running {where}:\n{log_tail(log_path)}")
         pending = [n for n in pending if not outcome.finished(n, p.units)]
         if p.task == "prior_art":  # a candidate's checks only make sense together: redo partial ones
             for n in pending:
