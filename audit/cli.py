@@ -560,13 +560,12 @@ def list_(
     widest = max(len(f"{k}={v}") for m in MODES.values() for k, v in m.env.items())
     for col in ("mode", "variables", "what", "runs in", "available there"):
         modes.add_column(col, overflow="fold", no_wrap=col == "mode", min_width=widest if col == "variables" else None)
-    checked: dict[str, dict] = {}
     for m in MODES.values():
         env_name, python = envs.python_for(m.name)
         if env_name is None:
             where, reason = "this interpreter", m.problem()
         else:
-            found = checked.setdefault(env_name, check(python, dev.type))
+            found = check(python, dev.type)  # one probe per environment (kept by audit.environments)
             where = f"{env_name} ({python})"
             reason = found.get("problem") or found["availability"]["modes"].get(m.name)
         variables = "\n".join(f"{k}={v}" for k, v in m.env.items()) or "—"

@@ -1,12 +1,9 @@
-"""Which modes and candidates can run in this interpreter: ``python -m audit.envcheck DEVICE``
-prints one JSON line ``{"modes": {mode: reason or null}, "candidates": {op: {name: reason or
-null}}}``. The parent runs it in each named environment (``audit list``, ``audit env check``), with
-this repository on ``PYTHONPATH``; it needs only torch there, like the worker."""
+"""Which modes and candidates can run in this interpreter: ``availability(device)`` is
+``{"modes": {mode: reason or null}, "candidates": {op: {name: reason or null}}}``. The probe of a
+named environment (``audit.environments.probe``) calls it there, with this repository on
+``PYTHONPATH``; it needs only torch, like the worker."""
 
 from __future__ import annotations
-
-import json
-import sys
 
 import torch
 
@@ -29,6 +26,3 @@ def availability(device: torch.device) -> dict:
         "candidates": {op: {c.name: unavailable_reason(c, device) for c in candidates_for(op)} for op in OPS},
     }
 
-
-if __name__ == "__main__":
-    print(json.dumps(availability(torch.device(sys.argv[1]))))

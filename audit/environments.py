@@ -29,6 +29,7 @@ mode whose inputs differ (a torch whose generator stream changed) is not compare
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -121,7 +122,7 @@ info = {"python": sys.executable, "python_version": ".".join(map(str, sys.versio
 if sys.version_info < MIN:
     info["problem"] = f"Python {info['python_version']} is too old for the audit's worker (needs >= {'.'.join(map(str, MIN))})"
 else:
-    import importlib, importlib.metadata
+    import importlib
     missing = []
     for module in ("torch", "safetensors", "numpy"):
         try:
@@ -132,38 +133,42 @@ else:
         info["problem"] = "cannot run the audit's worker: missing " + ", ".join(missing)
     else:
         import torch
-        info["torch"] = torch.__version__
-        info["cuda"] = torch.version.cuda
-        info["cuda_available"] = torch.cuda.is_available()
-        libraries = {}
-        for name in LIBRARIES:
+        from audit.environment import interpreter
+        info.update(interpreter(), cuda_available=torch.cuda.is_available())
+        if DEVICE is not None:
             try:
-                libraries[name] = importlib.metadata.version(name)
-            except importlib.metadata.PackageNotFoundError:
-                libraries[name] = None
-        info["libraries"] = libraries
+                from audit.envcheck import availability
+                info["availability"] = availability(torch.device(DEVICE))
+            except Exception as exc:
+                info["problem"] = f"could not say which modes and candidates it can run: {type(exc).__name__}: {exc}"
 print(json.dumps(info))
 """
 
 
-def probe(python: str, needs_cuda: bool = False) -> dict:
-    """What interpreter ``python`` holds: ``python``, ``python_version``, ``torch``, ``cuda``,
-    ``libraries`` (the report's library list), or ``problem`` with the exact reason it cannot run a
-    worker: the path does not exist, is not an interpreter, is too old, lacks torch or safetensors,
-    or (``needs_cuda``) its torch sees no CUDA device."""
-    from .environment import LIBRARIES
+def probe(python: str, needs_cuda: bool = False, availability_on: str | None = None) -> dict:
+    """What interpreter ``python`` holds, seen as a worker there sees it (``worker_environment``):
+    ``python``, ``python_version``, ``torch``, ``cuda``, ``libraries`` (the report's library list)
+    and, with ``availability_on`` (a device type), ``availability``: which modes and candidates can
+    run there (``audit.envcheck``). Or ``problem``, with the exact reason it cannot run a worker: the
+    path does not exist, is not an interpreter, is too old, lacks torch, safetensors or numpy, or
+    (``needs_cuda``) its torch sees no CUDA device. One process per interpreter and question: the
+    answer is kept for the rest of this process."""
+    return dict(_probe(python, needs_cuda, availability_on))
 
-    path = Path(python)
-    if not path.exists():
+
+@functools.cache
+def _probe(python: str, needs_cuda: bool, availability_on: str | None) -> dict:
+    if not Path(python).exists():
         return {"python": python, "problem": f"{python} does not exist"}
-    code = PROBE.replace("MIN", repr(MIN_PYTHON)).replace("LIBRARIES", repr(LIBRARIES))
+    code = PROBE.replace("MIN", repr(MIN_PYTHON)).replace("DEVICE", repr(availability_on))
+    timeout = PROBE_TIMEOUT_S * (3 if availability_on else 1)
     try:
-        done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+        done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=REPO,
                               stdin=subprocess.DEVNULL, env=worker_environment())
     except OSError as exc:
         return {"python": python, "problem": f"{python} cannot be run: {exc.strerror or exc}"}
     except subprocess.TimeoutExpired:
-        return {"python": python, "problem": f"{python} did not answer within {PROBE_TIMEOUT_S:.0f} s"}
+        return {"python": python, "problem": f"{python} did not answer within {timeout:.0f} s"}
     lines = done.stdout.strip().splitlines()
     try:
         info = json.loads(lines[-1])
@@ -189,19 +194,5 @@ def worker_environment() -> dict[str, str]:
 
 
 def check(python: str, device: str) -> dict:
-    """``probe`` plus, where the interpreter can run a worker, ``availability``: which modes and
-    candidates can run there (``audit.envcheck`` run in that interpreter), or ``problem``."""
-    info = probe(python, needs_cuda=device == "cuda")
-    if "problem" in info:
-        return info
-    try:
-        done = subprocess.run([python, "-m", "audit.envcheck", device], capture_output=True, text=True, cwd=REPO,
-                              env=worker_environment(), timeout=PROBE_TIMEOUT_S * 3, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return info | {"problem": f"{python} did not say within {PROBE_TIMEOUT_S * 3:.0f} s which modes and candidates it can run"}
-    try:
-        info["availability"] = json.loads(done.stdout.strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        info["problem"] = f"{python} could not say which modes and candidates it can run (exit {done.returncode}): {tail}"
-    return info
+    """``probe`` with ``availability`` for ``device`` (a device type), or ``problem``."""
+    return probe(python, needs_cuda=device == "cuda", availability_on=device)
