@@ -12,14 +12,13 @@ constants are passed to the kernels). Contracts:
   ``silu(temb).to(bf16)`` bitwise as eager CUDA does, then a BF16 tensor-core GEMM with FP32
   accumulation, bias added, one rounding; its d_temb rounds ``dout @ w`` to BF16 first, as eager
   autograd does through ``.to(bf16)``.
-adaln_projection's forward has two kernels with the same summation order (one FP32 chain of
-16-wide k steps per output, ascending, from 0): the wgmma/TMA kernel of ``csrc/gemm_wgmma_bf16.cuh``
-on sm_90 devices whose weight its tiles cover (N % 256 == 0, D % 64 == 0), the mma.sync kernel
-elsewhere. The backward runs on the mma.sync kernels by default; ``RL_KERNEL_OPS_ADALN_WGMMA_BWD=1``
-(opt-in, issue 13 step 3) moves its dgrad and wgrad onto the wgmma/TMA kernels of
-``csrc/gemm_wgmma_bwd_bf16.cuh``, which keep the same summation order (the same split-K chunks,
-each one chain of 16-wide k steps from 0, folded in ascending order; wgrad one chain over all
-rows) and so are meant to give the same bits (``adaln_backward_kernel``).
+adaln_projection has two kernel sets with the same summation order, so the same bits: the wgmma/TMA
+kernels of ``csrc/gemm_wgmma_bf16.cuh`` (forward) and ``csrc/gemm_wgmma_bwd_bf16.cuh`` (dgrad and
+wgrad) on sm_90 devices whose weight their tiles cover, the mma.sync kernels elsewhere (other GPUs
+need them). Every output is one FP32 chain of 16-wide k steps, ascending from 0: the forward over
+D; dgrad over ``ADALN_SPLITS_DGRAD`` fixed chunks of N folded in ascending order; wgrad over all T
+rows. ``RL_KERNEL_OPS_ADALN_WGMMA=0`` / ``RL_KERNEL_OPS_ADALN_WGMMA_BWD=0`` select mma.sync on an
+sm_90 device (for comparisons and benchmarks).
 Against eager cuBLAS the results are equal to tolerance, not bitwise (different summation order);
 adaln_projection's forward output is the exception: on the H200 it equals cuBLAS's bit for bit at
 every T checked (1 to 8192; docs/evidence/h200/check_adaln_wgmma_step*).
@@ -104,10 +103,10 @@ def adaln_forward_kernel(w: torch.Tensor) -> str:
 
 
 def adaln_backward_kernel(w: torch.Tensor) -> str:
-    """Which backward GEMM kernels adaln_projection runs for weight ``w``: "wgmma" only when
-    RL_KERNEL_OPS_ADALN_WGMMA_BWD=1 (opt-in until its bits are checked on an H200) on sm_90 with
-    D % 128 == 0 and N % (64 * ADALN_SPLITS_DGRAD) == 0; otherwise "mma" (the verified default)."""
-    if os.environ.get("RL_KERNEL_OPS_ADALN_WGMMA_BWD", "0") != "1":
+    """Which backward GEMM kernels adaln_projection runs for weight ``w``: "wgmma" (sm_90,
+    D % 128 == 0, N % (64 * ADALN_SPLITS_DGRAD) == 0, unless RL_KERNEL_OPS_ADALN_WGMMA_BWD=0) or
+    "mma"."""
+    if os.environ.get("RL_KERNEL_OPS_ADALN_WGMMA_BWD", "1") == "0":
         return "mma"
     n, d = w.shape
     if torch.cuda.get_device_capability(w.device) == (9, 0) and d % 128 == 0 and n % (64 * ADALN_SPLITS_DGRAD) == 0:

@@ -10,9 +10,7 @@
 //
 // Op: adaln_proj_backward_wgmma(dout, temb, a, w, splits_dgrad, row_chunk, need_temb, need_w,
 //         need_b, variant) -> [d_temb, dw, db]; `variant` 0 lets dgrad pick its tile by T,
-//         1..3 force one (wgmma_bwd::dgrad); + 16 builds the MN-major shared-memory descriptors
-//         with their two offsets exchanged (a diagnostic for the first GPU run, see
-//         desc_mn_major_sw128).
+//         1..3 force one (wgmma_bwd::dgrad), for benchmarks; every variant gives the same bits.
 #include "gemm_common.cuh"
 #include "gemm_wgmma_bwd_bf16.cuh"
 
@@ -34,9 +32,7 @@ std::vector<at::Tensor> adaln_backward_wgmma(const at::Tensor& dout, const at::T
   check_bwd(temb, at::kFloat, 2, "temb");
   check_bwd(a, at::kBFloat16, 2, "a");
   check_bwd(w, at::kBFloat16, 2, "w");
-  const int tile_variant = static_cast<int>(variant & 15), desc_swap = (variant & 16) ? 1 : 0;
-  TORCH_CHECK(variant >= 0 && variant < 32 && tile_variant <= 3,
-              "adaln_proj_backward_wgmma: variant must be 0..3, plus 16 for the swapped descriptor");
+  TORCH_CHECK(variant >= 0 && variant <= 3, "adaln_proj_backward_wgmma: variant must be 0..3");
   const c10::cuda::CUDAGuard guard(temb.device());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const int T = temb.size(0), D = temb.size(1), N = w.size(0);
@@ -47,14 +43,14 @@ std::vector<at::Tensor> adaln_backward_wgmma(const at::Tensor& dout, const at::T
   const bf16* w_p = reinterpret_cast<const bf16*>(w.data_ptr());
   const bf16* a_p = reinterpret_cast<const bf16*>(a.data_ptr());
   TORCH_CHECK(wgmma_bwd::supported(T, N, D, static_cast<int>(splits_dgrad), {dout_p, w_p, a_p}),
-              "adaln_proj_backward_wgmma: needs an sm_90 device, T >= 1, D % 64 == 0, "
+              "adaln_proj_backward_wgmma: needs an sm_90 device, T >= 1, D % 128 == 0, "
               "N % (64 * splits_dgrad) == 0 and 16-byte aligned tensors");
   at::Tensor none = at::empty({0}, temb.options());
   at::Tensor dtemb = none, dw = none, db = none;
   if (need_temb) {
     at::Tensor part = at::empty({splits_dgrad, T, D}, temb.options());
     wgmma_bwd::dgrad(dout_p, w_p, part.data_ptr<float>(), T, N, D, static_cast<int>(splits_dgrad),
-                     tile_variant, desc_swap, stream);
+                     static_cast<int>(variant), stream);
     dtemb = at::empty({T, D}, temb.options());
     fold_splits<FOLD_BF16_SILU_GRAD>(part, static_cast<int>(splits_dgrad), T, D, nullptr,
                                      temb.data_ptr<float>(), dtemb.data_ptr<float>(), nullptr,
@@ -62,7 +58,7 @@ std::vector<at::Tensor> adaln_backward_wgmma(const at::Tensor& dout, const at::T
   }
   if (need_w) {
     dw = at::empty({N, D}, w.options());
-    wgmma_bwd::wgrad(dout_p, a_p, reinterpret_cast<bf16*>(dw.data_ptr()), T, N, D, desc_swap, stream);
+    wgmma_bwd::wgrad(dout_p, a_p, reinterpret_cast<bf16*>(dw.data_ptr()), T, N, D, stream);
   }
   if (need_b) {
     db = at::empty({N}, w.options());

@@ -417,7 +417,14 @@ __global__ void __launch_bounds__(Config<128, STAGES>::THREADS, 1)
 #endif  // RLK_WGMMA_PRIMITIVES_ONLY
 
 // ---- host side ---------------------------------------------------------------------------------
+// cuTensorMapEncodeTiled is a driver call: it needs the device's primary context current on the
+// calling thread. The runtime makes it current only at the thread's first runtime call that needs
+// a context, which on a fresh thread (autograd's backward worker) may not have happened yet, so
+// the encoder is only handed out after cudaSetDevice, which makes it current (CUDA >= 12).
 inline PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  C10_CUDA_CHECK(cudaSetDevice(device));
   static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
     void* p = nullptr;
     cudaDriverEntryPointQueryResult status;

@@ -51,11 +51,11 @@ constexpr int BLOCK_BYTES = MN_BLOCK * BK * 2;     // one 64 x 64 BF16 box: 8 KB
 // elements of M (or N) per 128-byte row, one row per k; groups of 8 k rows 1024 bytes apart
 // (stride byte offset), 64-element column blocks BLOCK_BYTES apart (leading byte offset); layout
 // type 1 = 128-byte swizzle. A 16-wide k step advances the start by 16 rows = 2048 bytes.
-// (This is CUTLASS's make_gmma_desc<Major::MN> convention. `swap` = 1 exchanges the two offsets:
-// a diagnostic kept for the first run on the GPU, variant bit 16 of the op; not used otherwise.)
-__device__ __forceinline__ uint64_t desc_mn_major_sw128(const void* tile, int swap) {
+// (CUTLASS's make_gmma_desc<Major::MN> convention; on the H200 it gives mma.sync's bits, while the
+// two offsets exchanged fault.)
+__device__ __forceinline__ uint64_t desc_mn_major_sw128(const void* tile) {
   const uint64_t addr = smem_u32(tile);
-  const uint64_t lbo = swap ? 1024 : BLOCK_BYTES, sbo = swap ? BLOCK_BYTES : 1024;
+  constexpr uint64_t lbo = BLOCK_BYTES, sbo = 1024;
   return ((addr & 0x3FFFF) >> 4) | ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (1ull << 62);
 }
 
@@ -163,8 +163,7 @@ template <int BM, int BN, int STAGES, bool A_MN, int EPI, bool N_FASTEST, int MI
 __global__ void __launch_bounds__(BwdConfig<BM, BN, STAGES>::THREADS, MINB)
     wgmma_bwd_gemm_kernel(const __grid_constant__ CUtensorMap map_a,
                           const __grid_constant__ CUtensorMap map_b, void* __restrict__ C, int M,
-                          int N, int kslices, int splits, int ldc, long long split_stride,
-                          int desc_swap) {
+                          int N, int kslices, int splits, int ldc, long long split_stride) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Cfg = BwdConfig<BM, BN, STAGES>;
   constexpr int TA = A_MN ? 1 : 0;
@@ -247,8 +246,8 @@ __global__ void __launch_bounds__(BwdConfig<BM, BN, STAGES>::THREADS, MINB)
         const int st = it % STAGES;
         mbar_wait(&full[st], (it / STAGES) & 1);
         const unsigned char* a_tile = sA + st * Cfg::A_BYTES + c * BLOCK_BYTES;
-        const uint64_t da = A_MN ? desc_mn_major_sw128(a_tile, desc_swap) : wgmma_gemm::desc_k_major_sw128(a_tile);
-        const uint64_t db = desc_mn_major_sw128(sB + st * Cfg::B_BYTES, desc_swap);
+        const uint64_t da = A_MN ? desc_mn_major_sw128(a_tile) : wgmma_gemm::desc_k_major_sw128(a_tile);
+        const uint64_t db = desc_mn_major_sw128(sB + st * Cfg::B_BYTES);
         fence_acc(acc);
         wgmma_fence();
 #pragma unroll
@@ -310,7 +309,7 @@ inline CUtensorMap map_2d(const bf16* ptr, int inner, int outer, int box_inner, 
 
 template <int BM, int BN, int STAGES, bool A_MN, int EPI, bool N_FASTEST, int MINB>
 inline void launch(const CUtensorMap& map_a, const CUtensorMap& map_b, void* C, int M, int N,
-                   int kslices, int splits, int ldc, int desc_swap, cudaStream_t stream) {
+                   int kslices, int splits, int ldc, cudaStream_t stream) {
   using Cfg = BwdConfig<BM, BN, STAGES>;
   auto kernel = wgmma_bwd_gemm_kernel<BM, BN, STAGES, A_MN, EPI, N_FASTEST, MINB>;
   static int resident[64] = {};  // CTAs that fit at once, per device
@@ -332,7 +331,7 @@ inline void launch(const CUtensorMap& map_a, const CUtensorMap& map_b, void* C, 
   const long long tiles = static_cast<long long>((M + BM - 1) / BM) * (N / BN) * splits;
   const int grid = static_cast<int>(std::min<long long>(tiles, fit));
   kernel<<<grid, Cfg::THREADS, Cfg::SMEM, stream>>>(map_a, map_b, C, M, N, kslices, splits, ldc,
-                                                    static_cast<long long>(M) * ldc, desc_swap);
+                                                    static_cast<long long>(M) * ldc);
   check_launch("wgmma_bwd_gemm");
 }
 
@@ -351,33 +350,33 @@ inline bool supported(int T, int N, int D, int splits, std::initializer_list<con
 // part[s] (T, D) = dout (T, N) @ w (N, D) over k chunk s of N (FP32, `splits` chunks). `variant`
 // 0 picks the tile by T; 1..3 force (64 x 64, 2 CTAs/SM), (64 x 128, 2/SM), (128 x 192, 1/SM).
 inline void dgrad(const bf16* dout, const bf16* w, float* part, int T, int N, int D, int splits,
-                  int variant, int desc_swap, cudaStream_t stream) {
+                  int variant, cudaStream_t stream) {
   const int kslices = N / splits / BK;
   if (variant == 0) variant = T <= 64 ? 1 : (T <= 256 ? 2 : 3);
   if (variant == 3 && D % 192 != 0) variant = 2;
   const CUtensorMap map_b = map_2d(w, D, N, MN_BLOCK, BK);
   if (variant == 1) {
     const CUtensorMap map_a = map_2d(dout, N, T, BK, 64);
-    launch<64, 64, 6, false, BWD_F32, false, 2>(map_a, map_b, part, T, D, kslices, splits, D, desc_swap, stream);
+    launch<64, 64, 6, false, BWD_F32, false, 2>(map_a, map_b, part, T, D, kslices, splits, D, stream);
   } else if (variant == 2) {
     const CUtensorMap map_a = map_2d(dout, N, T, BK, 64);
-    launch<64, 128, 4, false, BWD_F32, false, 2>(map_a, map_b, part, T, D, kslices, splits, D, desc_swap, stream);
+    launch<64, 128, 4, false, BWD_F32, false, 2>(map_a, map_b, part, T, D, kslices, splits, D, stream);
   } else {
     const CUtensorMap map_a = map_2d(dout, N, T, BK, 128);
-    launch<128, 192, 5, false, BWD_F32, false, 1>(map_a, map_b, part, T, D, kslices, splits, D, desc_swap, stream);
+    launch<128, 192, 5, false, BWD_F32, false, 1>(map_a, map_b, part, T, D, kslices, splits, D, stream);
   }
 }
 
 // dw (N, D) = bf16(dout^T (N, T) @ a (T, D)): one chain over all T rows.
-inline void wgrad(const bf16* dout, const bf16* a, bf16* dw, int T, int N, int D, int desc_swap,
+inline void wgrad(const bf16* dout, const bf16* a, bf16* dw, int T, int N, int D,
                   cudaStream_t stream) {
   const int kslices = (T + BK - 1) / BK;
   const CUtensorMap map_a = map_2d(dout, N, T, MN_BLOCK, BK);
   const CUtensorMap map_b = map_2d(a, D, T, MN_BLOCK, BK);
   if (D % 192 == 0) {
-    launch<128, 192, 5, true, BWD_BF16, true, 1>(map_a, map_b, dw, N, D, kslices, 1, D, desc_swap, stream);
+    launch<128, 192, 5, true, BWD_BF16, true, 1>(map_a, map_b, dw, N, D, kslices, 1, D, stream);
   } else {
-    launch<128, 128, 6, true, BWD_BF16, true, 1>(map_a, map_b, dw, N, D, kslices, 1, D, desc_swap, stream);
+    launch<128, 128, 6, true, BWD_BF16, true, 1>(map_a, map_b, dw, N, D, kslices, 1, D, stream);
   }
 }
 

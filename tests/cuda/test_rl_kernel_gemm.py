@@ -9,7 +9,6 @@ against FP64 no worse than eager cuBLAS with TF32 off (numbers printed), and inp
 
 from __future__ import annotations
 
-import os
 
 import pytest
 import torch
@@ -155,11 +154,6 @@ def test_adaln_wgmma_forward_bitwise_equal_to_mma(adaln, rows, variant):
     assert bits_equal(out_w, out_m)
 
 
-# Bit 16 of the wgmma backward's variant (the MN-major descriptor offsets exchanged) is a diagnostic
-# of its first GPU run; the tests take it from the environment as cuda_gemm does, 0 by default.
-_BWD_DESC = int(os.environ.get("RL_KERNEL_OPS_ADALN_WGMMA_BWD_VARIANT", "0")) & 16
-
-
 def _adaln_backward(kind: str, rows: int, adaln, variant: int = 0, needs=(True, True, True)):
     """[d_temb, dw, db] of the raw backward op, "mma" (mma.sync) or "wgmma" (with ``variant``),
     for the first ``rows`` rows of the pool; `a` from the forward op."""
@@ -170,7 +164,7 @@ def _adaln_backward(kind: str, rows: int, adaln, variant: int = 0, needs=(True, 
     _, a = ops.adaln_proj_forward(temb, w, b)
     args = (g.contiguous(), temb, a, w, reference_gemm.ADALN_SPLITS_DGRAD, reference_gemm.ROW_CHUNK, *needs)
     if kind == "wgmma":
-        return ops.adaln_proj_backward_wgmma(*args, variant + _BWD_DESC)
+        return ops.adaln_proj_backward_wgmma(*args, variant)
     return ops.adaln_proj_backward(*args)
 
 
@@ -205,7 +199,7 @@ def test_adaln_wgmma_backward_rows_batch_invariant_and_repeatable(adaln):
 
     def d_temb(sl):
         return ops.adaln_proj_backward_wgmma(g[sl].contiguous(), temb[sl], a[sl].contiguous(), w, splits, rc,
-                                             True, False, False, _BWD_DESC)[0]
+                                             True, False, False, 0)[0]
 
     report = {}
     for i in (0, 1, 63, 64, 65, 1000, 2047):
@@ -215,6 +209,30 @@ def test_adaln_wgmma_backward_rows_batch_invariant_and_repeatable(adaln):
     print(f"\nwgmma backward d_temb rows differing from the 2048-row batch: {report}")
     assert all(v == 0 for v in report.values()), report
 
+
+
+@pytest.mark.skipif(torch.cuda.get_device_capability() != (9, 0), reason="the wgmma backward is sm_90 only")
+def test_adaln_wgmma_backward_runs_on_a_fresh_thread(adaln):
+    """autograd runs backward on a worker thread whose first CUDA call may be ours: the wgmma
+    backward encodes its TMA maps with a driver call that needs a current context there (it
+    crashed the process before encode_fn made the context current). Called as a fresh thread's
+    first CUDA work, it gives the main thread's bits."""
+    import threading
+
+    expected = _adaln_backward("wgmma", 64, adaln)
+    temb, g = adaln["x"][:64], adaln["g"][:64]
+    w, b = adaln["params"]
+    ops = torch.ops.rl_kernel_ops
+    args = (g.contiguous(), temb, ops.adaln_proj_forward(temb, w, b)[1], w, reference_gemm.ADALN_SPLITS_DGRAD,
+            reference_gemm.ROW_CHUNK, True, True, True, 0)
+    torch.cuda.synchronize()
+    got: list = []
+    worker = threading.Thread(target=lambda: got.append(ops.adaln_proj_backward_wgmma(*args)))
+    worker.start()
+    worker.join()
+    assert got, "the backward raised on the worker thread"
+    for x, y in zip(got[0], expected):
+        assert bits_equal(x, y)
 
 def _rel(a: torch.Tensor, ref: torch.Tensor) -> float:
     return float((a.double() - ref).abs().max() / ref.abs().max())
