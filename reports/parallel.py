@@ -57,7 +57,9 @@ def decide(c: ParallelCandidate) -> tuple[ParallelVerdict, str]:
     if gathered:
         return "differs", f"gathered {', '.join(gathered)} differ from the single process{stopped}"
     if not differ["native"] and not differ["fixed_order"]:
-        return "bitwise", f"every tensor bitwise equal with either reduction ({', '.join(c.reduced) or 'none'} reduced){stopped}"
+        compared = {t for case in c.cases.values() for t in case.native.by_tensor()}
+        summed = [t for t in c.reduced if t in compared]  # a forward-only candidate has no gradients to sum
+        return "bitwise", f"every tensor bitwise equal with either reduction ({', '.join(summed) or 'none'} reduced){stopped}"
     if not differ["fixed_order"]:
         return ("bitwise with the fixed-order reduction",
                 f"the backend's all-reduce changes {', '.join(dict.fromkeys(differ['native']))}{stopped}")

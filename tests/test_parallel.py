@@ -106,3 +106,21 @@ def test_a_parallel_report_shows_and_has_no_plot(tmp_path):
     assert shown.exit_code == 0 and "➖ unavailable | not here" in shown.output
     plotted = runner.invoke(app, ["plot", str(path), "--out", str(tmp_path / "p.png")])
     assert plotted.exit_code == 2 and "no plot" in plotted.output
+
+
+def test_a_forward_only_candidate_is_not_said_to_have_summed_gradients():
+    """The layout sums dw and dsh, but a forward-only candidate compares only ``out``: its verdict
+    names no reduced tensor, while a candidate with those gradients names them."""
+    from reports.parallel import ParallelCandidate, decide
+
+    equal = {"equal": True, "differ": 0, "numel": 4, "max_abs": 0.0}
+
+    def candidate(grads: dict) -> ParallelCandidate:
+        case = {"out": [equal], "grads": grads}
+        return ParallelCandidate(source="s", reduced=["dw", "dsh"], seconds=1.0,
+                                 cases={"2": {"native": case, "fixed_order": case}})
+
+    verdict, detail = decide(candidate({}))
+    assert verdict == "bitwise" and "(none reduced)" in detail
+    verdict, detail = decide(candidate({"w": equal, "sh": equal}))
+    assert verdict == "bitwise" and "(dw, dsh reduced)" in detail
