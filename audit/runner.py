@@ -30,6 +30,7 @@ from modes.environment import mode_environment
 from .candidates import Candidate, bounded, candidates_for
 from .environments import Environments, probe, worker_path
 from .ops import OpSpec
+from .tasks import TASKS, Task
 
 STDERR_TAIL = 12
 EXIT_GRACE_S = 30.0  # how long a worker that closed its event pipe may take to exit before it is killed
@@ -42,7 +43,7 @@ class Plan:
     bitwise task, or the checks of the prior-art task."""
 
     op: OpSpec
-    task: str  # "bitwise" or "prior_art"
+    task: Task
     units: list
     device: torch.device
     by_mode: dict[str, list[Candidate]]
@@ -56,12 +57,13 @@ class Plan:
 
 
 def plan(
-    op: OpSpec, task: str, modes: list[str], names: list[str] | None, units: list, device: torch.device,
+    op: OpSpec, task_name: str, modes: list[str], names: list[str] | None, units: list, device: torch.device,
     inherit_env: tuple[str, ...] = (), environments: Environments | None = None, **options
 ) -> Plan:
-    """Candidates per mode, references first; ``names`` filters by candidate or report name. In the
-    bitwise task the references always run, since every comparison needs them. ``inherit_env``
-    names the numerics variables the mode processes keep from this shell."""
+    """Candidates per mode, references first, for the task named ``task_name`` (``TASKS``);
+    ``names`` filters by candidate or report name, but a task that needs the references always
+    runs them. ``inherit_env`` names the numerics variables the mode processes keep from this shell."""
+    task = TASKS[task_name]
     by_mode: dict[str, list[Candidate]] = {}
     ordered = sorted(candidates_for(op.name), key=lambda c: c.report_name("plain") not in op.references)
     for mode in sorted(modes, key=lambda m: m != "plain"):
@@ -73,7 +75,7 @@ def plan(
                 names is None
                 or c.name in names
                 or c.report_name(mode) in names
-                or (task == "bitwise" and c.report_name(mode) in op.references)
+                or (task.needs_references and c.report_name(mode) in op.references)
             )
         ]
         if chosen:
@@ -178,40 +180,11 @@ def _how_it_ended(code: int, raised: str | None, lingered: bool) -> str:
     return f"{how} after raising {raised}" if raised else how
 
 
-def _record_bitwise(p: Plan, outcome: Outcome, ev: dict) -> None:
-    name, case = ev["candidate"], ev["unit"]
-    if ev["event"] == "done":
-        vs = ev["data"]
-    else:  # failed: every comparison of this case is lost, and so are the other references'
-        refs = [r for r in p.op.references if r != name]
-        vs = {r: {"unavailable": ev["reason"]} for r in refs}
-        if name in p.op.references:
-            lost = {"unavailable": f"reference {name} failed for this case: {ev['reason']}"}
-            for r in refs:
-                if (r, case) in outcome.done:
-                    _add_comparisons(outcome, r, case, {name: lost})
-    _add_comparisons(outcome, name, case, vs)
-
-
-def _add_comparisons(outcome: Outcome, name: str, case: int, vs: dict) -> None:
-    entry = outcome.entry(name)
-    if "unavailable" not in entry:
-        for ref, cmp in vs.items():
-            entry.setdefault(f"vs {ref}", {})[str(case)] = cmp
-
-
-def _record_prior_art(p: Plan, outcome: Outcome, ev: dict) -> None:
-    entry = outcome.entry(ev["candidate"])
-    if "unavailable" not in entry:
-        entry.update(ev["data"])
-
-
 def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, timeout: float, advance: Advance) -> None:
     """Run ``mode``'s candidates in their own process(es). After a process dies, the candidate it
     was running is given up with the real exit status, signal or exception; a death while a case's
     inputs were drawn loses that case for every candidate; a death outside both restarts the
     process, unless two in a row finished nothing. Then the process restarts for what is left."""
-    record = _record_bitwise if p.task == "bitwise" else _record_prior_art
     names = {c.report_name(mode.name): c for c in p.by_mode[mode.name]}
     pending = list(names)
     env, outcome.environments[mode.name] = mode_environment(os.environ, mode, p.inherit_env)
@@ -227,7 +200,7 @@ def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, timeout: floa
                 advance(name)
 
     def record_done(ev: dict) -> None:
-        record(p, outcome, ev)
+        p.task.record(p, outcome, ev)
         key = (ev["candidate"], ev["unit"])
         if key not in outcome.done and ev["candidate"] in pending:
             outcome.done.add(key)
@@ -247,7 +220,7 @@ def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, timeout: floa
 
     while pending:
         job = {
-            "task": p.task,
+            "task": p.task.name,
             "op": p.op.name,
             "mode": mode.name,
             "device": str(p.device),
@@ -287,7 +260,7 @@ def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, timeout: floa
                     current = (None, ev["unit"])
                 elif kind == "start":
                     current = (ev["candidate"], ev["unit"])
-                elif kind == "failed" and p.task == "prior_art":  # a candidate's checks stand together
+                elif kind == "failed" and p.task.all_or_nothing:
                     give_up(ev["candidate"], ev["reason"])
                     current = None
                 elif kind in ("done", "failed"):
@@ -322,10 +295,10 @@ def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, timeout: floa
                     record_done({"event": "failed", "candidate": name, "unit": unit, "reason": reason})
         else:
             blamed, unit = current
-            where = f"case {unit}" if p.task == "bitwise" else f"check {unit}"
+            where = f"{p.task.unit} {unit}"
             give_up(blamed, f"mode {mode.name} process {what} while running {where}:\n{log_tail(log_path)}")
         pending = [n for n in pending if not outcome.finished(n, p.units)]
-        if p.task == "prior_art":  # a candidate's checks only make sense together: redo partial ones
+        if p.task.all_or_nothing:  # redo the candidates that finished only some units
             for n in pending:
                 outcome.done -= {(n, u) for u in p.units}
                 outcome.results.pop(n, None)

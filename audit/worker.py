@@ -3,9 +3,9 @@
 Started by the runner as ``python -m audit.worker JOB.json`` with the mode's environment already
 set, so the mode's variables are in place before torch initialises CUDA. It turns TF32 off,
 switches the mode on, reports which candidates cannot run here and why, then runs the job's task
-(``bitwise`` or ``prior_art``). Everything goes to the runner as JSON lines on the file descriptor
-named in the job; a candidate that raises loses only its case, and a crash of the whole process
-is handled by the runner.
+(``audit.tasks``: ``bitwise`` or ``prior_art``). Everything goes to the runner as JSON lines on
+the file descriptor named in the job; a candidate that raises loses only its case, and a crash of
+the whole process is handled by the runner.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import torch
 
 from modes import get_mode
 
-from .bitwise import run_bitwise
 from .candidates import Candidate, error_text, get_candidate, unavailable_reason
 from .environment import interpreter
 from .ops import get_op
+from .tasks import TASKS
 
 
 def main(job_path: str) -> int:
@@ -68,12 +68,7 @@ def run_job(job: dict, emit) -> int:
                 problem = f"source: {error_text(exc)}"
         emit("unavailable", candidate=report_name, reason=problem)
 
-    if job["task"] == "bitwise":
-        run_bitwise(job, op, device, runnable, emit)
-    else:
-        from .prior_art import run_prior_art
-
-        run_prior_art(job, op, mode, device, runnable, emit)
+    TASKS[job["task"]].work(job, op, mode, device, runnable, emit)
     emit("finished")
     return 0
 
