@@ -1,4 +1,5 @@
-"""What both benchmark scripts share: CUDA-event timing and the machine block of their JSON."""
+"""What both benchmark scripts share: CUDA-event timing, the copy bandwidth and the machine block of
+their JSON."""
 
 from __future__ import annotations
 
@@ -25,6 +26,14 @@ def median_ms(fn, warmup: int, iters: int, calls: int = 1) -> float:
         end.synchronize()
         samples.append(start.elapsed_time(end) / calls)
     return statistics.median(samples)
+
+
+def copy_bandwidth(warmup: int = 20, iters: int = 100) -> float:
+    """Bytes read + written per second by a device-to-device copy of 1 GiB, in GB/s."""
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda").random_()
+    dst = torch.empty_like(src)
+    ms = median_ms(lambda: dst.copy_(src), warmup, iters)
+    return 2 * src.numel() / ms / 1e6
 
 
 def machine() -> dict:

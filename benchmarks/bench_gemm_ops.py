@@ -3,8 +3,11 @@
 For T = 1, 64, 2048 (MiniMax-H3 sizes; --sizes for others): forward, and forward + backward with every
 input requiring grad, for our CUDA kernels and for eager PyTorch (TF32 off). Median of CUDA-event
 samples after warm-up. Prints the ratios (ours / cuBLAS) with the achieved TFLOP/s (2 flops per
-multiply-add of the weight GEMMs; fwd+bwd counts 3 times the forward's: dgrad and wgrad), and writes
-JSON naming the GPU, torch, CUDA and adaln_projection's forward and backward kernels.
+multiply-add of the weight GEMMs; fwd+bwd counts 3 times the forward's: dgrad and wgrad) and, for
+small T where the weights' traffic bounds the op, the fraction of the device-to-device copy
+bandwidth (measured first) that fwd+bwd reaches counting only that traffic: every weight read by
+the forward and by dgrad, its gradient written by wgrad. Writes JSON naming the GPU, torch, CUDA
+and adaln_projection's forward and backward kernels.
 
 Usage (repository root, package importable: `pip install -e .` or PYTHONPATH=.):
     python benchmarks/bench_gemm_ops.py [--out bench_gemm_ops.json] [--sizes 1,64,2048]
@@ -26,7 +29,7 @@ import rl_kernel_ops
 from rl_kernel_ops.cuda_gemm import adaln_backward_kernel, adaln_forward_kernel
 from audit.inputs import draw_grad_out, draw_inputs
 from audit.ops import get_op
-from bench_common import machine, median_ms
+from bench_common import copy_bandwidth, machine, median_ms
 
 EAGER = {
     "timestep_mlp": lambda x, w1, b1, w2, b2: F.linear(F.silu(F.linear(x, w1, b1)), w2, b2),
@@ -49,6 +52,12 @@ def op_inputs(op: str, rows: int):
 def forward_flop(inputs, rows: int) -> float:
     """2 * rows * (elements of every weight matrix): the forward's GEMM flops."""
     return 2.0 * rows * sum(t.numel() for t in inputs[1:] if t.dim() == 2)
+
+
+def weight_traffic(inputs) -> int:
+    """Bytes fwd+bwd must move for the weights at least: each read twice (forward, dgrad), its
+    gradient written once (wgrad)."""
+    return 3 * sum(t.numel() * t.element_size() for t in inputs[1:] if t.dim() == 2)
 
 
 def measure(fn, inputs, g, warmup: int, iters: int) -> dict[str, float]:
@@ -75,6 +84,8 @@ def main() -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     sizes = [int(s) for s in args.sizes.split(",")]
+    copy_gbs = copy_bandwidth(args.warmup, args.iters)
+    print(f"device-to-device copy: {copy_gbs:.0f} GB/s", flush=True)
     results: dict[str, dict] = {}
     kernels = {}
     for op in args.ops.split(","):
@@ -94,6 +105,7 @@ def main() -> None:
             for m in (mine, cublas):
                 m["tflops_fwd"] = flop / m["fwd_us"] / 1e6
                 m["tflops_fwd_bwd"] = 3 * flop / m["fwd_bwd_us"] / 1e6
+                m["copy_fraction_fwd_bwd"] = weight_traffic(inputs) / m["fwd_bwd_us"] / 1e3 / copy_gbs
             entry = {
                 "rl_kernel": mine,
                 "cublas_eager": cublas,
@@ -106,7 +118,8 @@ def main() -> None:
                 f" (x{entry['ratio_fwd']:.2f}; {mine['tflops_fwd']:5.1f} vs {cublas['tflops_fwd']:5.1f} TFLOP/s)"
                 f"   fwd+bwd {mine['fwd_bwd_us']:9.1f} us vs {cublas['fwd_bwd_us']:9.1f} us"
                 f" (x{entry['ratio_fwd_bwd']:.2f}; {mine['tflops_fwd_bwd']:5.1f} vs"
-                f" {cublas['tflops_fwd_bwd']:5.1f} TFLOP/s)",
+                f" {cublas['tflops_fwd_bwd']:5.1f} TFLOP/s; weights at {100 * mine['copy_fraction_fwd_bwd']:.0f} %"
+                f" vs {100 * cublas['copy_fraction_fwd_bwd']:.0f} % of copy bandwidth)",
                 flush=True,
             )
             del inputs, g
@@ -115,6 +128,7 @@ def main() -> None:
         "benchmark": "bench_gemm_ops",
         **machine(),
         "tf32": False,
+        "copy_gbs": copy_gbs,
         "kernels": kernels,
         "timing": f"median of {args.iters} CUDA-event samples after {args.warmup} warm-ups",
         "targets": {"timestep_mlp": "fwd+bwd at T=2048 within 1.5x of cuBLAS FP32",

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from audit.inputs import packed_index
-from bench_common import machine, median_ms
+from bench_common import copy_bandwidth, machine, median_ms
 from rl_kernel_ops import _build, cuda_rows
 
 S, H, R, EPS = 32768, 5376, 9, 1e-5
@@ -43,14 +43,6 @@ def timings(fn) -> dict[str, float]:
         "pipelined": median_ms(fn, warmup=5, iters=PIPELINE_SAMPLES, calls=PIPELINE_CALLS),
         "per_call": median_ms(fn, WARMUP, ITERS),
     }
-
-
-def copy_bandwidth() -> float:
-    """Bytes read + written per second by a device-to-device copy of 1 GiB, in GB/s."""
-    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda").random_()
-    dst = torch.empty_like(src)
-    ms = median_ms(lambda: dst.copy_(src), WARMUP, ITERS)
-    return 2 * src.numel() / ms / 1e6
 
 
 def rn(shape, scale: float = 1.0) -> torch.Tensor:
@@ -125,7 +117,7 @@ def main() -> None:
     torch.backends.cudnn.allow_tf32 = False
     _build.load_extension()
 
-    copy_gbs = copy_bandwidth()
+    copy_gbs = copy_bandwidth(WARMUP, ITERS)
     print(f"device-to-device copy: {copy_gbs:.0f} GB/s (read + write)", flush=True)
     idx = packed_index(3, S).cuda()  # the audit's (timestep, modality) rows, seed 3
     unit = S * H * 2  # one (S, H) BF16 matrix
