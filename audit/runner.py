@@ -180,32 +180,131 @@ def _how_it_ended(code: int, raised: str | None, lingered: bool) -> str:
     return f"{how} after raising {raised}" if raised else how
 
 
+@dataclass
+class _Process:
+    """What one worker process said before it ended."""
+
+    current: tuple[str | None, object] | None = None  # (candidate, unit) running; candidate None: drawing inputs
+    finished: bool = False  # it reported that every unit was done
+    timed_out: bool = False
+    raised: str | None = None  # the exception that ended it, as it reported it
+
+
+class _ModeRun:
+    """One mode's candidates, run in as many processes as it takes (see ``run_mode``)."""
+
+    def __init__(self, p: Plan, mode: Mode, outcome: Outcome, advance: Advance):
+        self.p, self.mode, self.outcome, self.advance = p, mode, outcome, advance
+        self.names = {c.report_name(mode.name): c for c in p.by_mode[mode.name]}
+        self.pending = list(self.names)
+        self.stalls = 0  # processes in a row that died without finishing anything
+
+    def give_up(self, name: str, reason: str) -> None:
+        """``name`` is unavailable for every unit it has not finished; a reason it already has stays."""
+        if "unavailable" not in self.outcome.results.get(name, {}):
+            self.outcome.unavailable(name, reason)
+        for u in self.p.units:
+            if (name, u) not in self.outcome.done:
+                self.outcome.done.add((name, u))
+                self.advance(name)
+
+    def give_up_all(self, reason: str) -> None:
+        for name in self.pending:
+            self.give_up(name, reason)
+        self.pending = []
+
+    def record_done(self, ev: dict) -> None:
+        self.p.task.record(self.p, self.outcome, ev)
+        key = (ev["candidate"], ev["unit"])
+        if key not in self.outcome.done and ev["candidate"] in self.pending:
+            self.outcome.done.add(key)
+            self.advance(ev["candidate"])
+
+    def job(self, workdir: Path) -> dict:
+        p = self.p
+        return {
+            "task": p.task.name,
+            "op": p.op.name,
+            "mode": self.mode.name,
+            "device": str(p.device),
+            "units": p.units,
+            "candidates": [self.names[n].name for n in self.pending],
+            "references": list(p.op.references),
+            "reference_dir": str(workdir / "references"),
+            "skip": sorted((n, u) for n, u in self.outcome.done if n in self.names),
+            **p.options,
+        }
+
+    def dispatch(self, ev: dict, proc: _Process, env_name: str | None) -> None:
+        """One event of the worker (see ``audit.worker``) into the outcome and ``proc``."""
+        kind, outcome, mode = ev["event"], self.outcome, self.mode.name
+        if kind == "interpreter":
+            outcome.interpreters[mode] = {"environment": env_name, **ev["info"]}
+        elif kind == "mode":
+            outcome.tf32 |= bool(ev.get("tf32"))
+            outcome.modes[mode] = {"description": ev.get("description")}
+        elif kind == "mode_unavailable":
+            outcome.modes[mode] = {"unavailable": ev["reason"]}
+            self.give_up_all(ev["reason"])
+        elif kind == "unavailable":
+            self.give_up(ev["candidate"], ev["reason"])
+            self.pending.remove(ev["candidate"])
+        elif kind == "source":
+            outcome.entry(ev["candidate"])["source"] = ev["source"]
+        elif kind == "inputs":
+            outcome.fingerprints.setdefault(mode, {})[str(ev["case"])] = ev["sha256"]
+        elif kind == "drawing":
+            proc.current = (None, ev["unit"])
+        elif kind == "start":
+            proc.current = (ev["candidate"], ev["unit"])
+        elif kind == "failed" and self.p.task.all_or_nothing:
+            self.give_up(ev["candidate"], ev["reason"])
+            proc.current = None
+        elif kind in ("done", "failed"):
+            self.record_done(ev)
+            proc.current = None
+        elif kind == "crashed":
+            proc.raised = ev["reason"]
+        elif kind == "timeout":
+            proc.timed_out = True
+        elif kind == "finished":
+            proc.finished = True
+
+    def blame(self, proc: _Process, what: str, log: str, progressed: bool) -> bool:
+        """After a process died (``what``, ``log`` its last lines): give up what it was running, or
+        the case it was drawing for every candidate. Returns whether to start another process."""
+        self.stalls = 0 if progressed else self.stalls + 1
+        mode, task = self.mode.name, self.p.task
+        if proc.current is None:  # died outside any candidate and case: restart, unless it keeps failing
+            if proc.timed_out or self.stalls >= 2:
+                for name in self.pending:
+                    if not self.outcome.finished(name, self.p.units):
+                        self.give_up(name, f"mode {mode} process {what}:\n{log}")
+                return False
+        elif proc.current[0] is None:  # died drawing a case's inputs: that case is lost for every candidate
+            unit = proc.current[1]
+            reason = f"mode {mode} process {what} while drawing the inputs of case {unit}:\n{log}"
+            for name in self.pending:
+                if (name, unit) not in self.outcome.done:
+                    self.record_done({"event": "failed", "candidate": name, "unit": unit, "reason": reason})
+        else:
+            blamed, unit = proc.current
+            self.give_up(blamed, f"mode {mode} process {what} while running {task.unit} {unit}:\n{log}")
+        self.pending = [n for n in self.pending if not self.outcome.finished(n, self.p.units)]
+        if task.all_or_nothing:  # redo the candidates that finished only some units
+            for n in self.pending:
+                self.outcome.done -= {(n, u) for u in self.p.units}
+                self.outcome.results.pop(n, None)
+        return True
+
+
 def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, timeout: float, advance: Advance) -> None:
     """Run ``mode``'s candidates in their own process(es). After a process dies, the candidate it
     was running is given up with the real exit status, signal or exception; a death while a case's
     inputs were drawn loses that case for every candidate; a death outside both restarts the
     process, unless two in a row finished nothing. Then the process restarts for what is left."""
-    names = {c.report_name(mode.name): c for c in p.by_mode[mode.name]}
-    pending = list(names)
+    run = _ModeRun(p, mode, outcome, advance)
     env, outcome.environments[mode.name] = mode_environment(os.environ, mode, p.inherit_env)
-    stalls = 0  # processes in a row that died without finishing anything
-
-    def give_up(name: str, reason: str) -> None:
-        """``name`` is unavailable for every unit it has not finished; a reason it already has stays."""
-        if "unavailable" not in outcome.results.get(name, {}):
-            outcome.unavailable(name, reason)
-        for u in p.units:
-            if (name, u) not in outcome.done:
-                outcome.done.add((name, u))
-                advance(name)
-
-    def record_done(ev: dict) -> None:
-        p.task.record(p, outcome, ev)
-        key = (ev["candidate"], ev["unit"])
-        if key not in outcome.done and ev["candidate"] in pending:
-            outcome.done.add(key)
-            advance(ev["candidate"])
-
     env_name, python = p.environments.python_for(mode.name)
     if env_name is not None:  # another environment: checked first, and none of this one's packages leak in
         found = probe(python, needs_cuda=p.device.type == "cuda")
@@ -213,95 +312,26 @@ def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, timeout: floa
             reason = f"environment {env_name} ({python}): {found['problem']}"
             outcome.modes[mode.name] = {"unavailable": reason}
             outcome.interpreters[mode.name] = {"environment": env_name, "python": python, "unavailable": found["problem"]}
-            for name in pending:
-                give_up(name, reason)
+            run.give_up_all(reason)
             return
         env["PYTHONPATH"] = worker_path()
 
-    while pending:
-        job = {
-            "task": p.task.name,
-            "op": p.op.name,
-            "mode": mode.name,
-            "device": str(p.device),
-            "units": p.units,
-            "candidates": [names[n].name for n in pending],
-            "references": list(p.op.references),
-            "reference_dir": str(workdir / "references"),
-            "skip": sorted((n, u) for n, u in outcome.done if n in names),
-            **p.options,
-        }
-        proc, read_fd, log_path = _spawn(job, workdir, env, python)
-        current: tuple[str | None, object] | None = None  # (candidate, unit); candidate None: drawing inputs
-        finished = timed_out = False
-        raised: str | None = None
-        progress = len(outcome.done)
+    while run.pending:
+        popen, read_fd, log_path = _spawn(run.job(workdir), workdir, env, python)
+        proc, progress = _Process(), len(outcome.done)
         try:
-            for ev in _events(proc, read_fd, time.monotonic() + timeout):
-                kind = ev["event"]
-                if kind == "interpreter":
-                    outcome.interpreters[mode.name] = {"environment": env_name, **ev["info"]}
-                elif kind == "mode":
-                    outcome.tf32 |= bool(ev.get("tf32"))
-                    outcome.modes[mode.name] = {"description": ev.get("description")}
-                elif kind == "mode_unavailable":
-                    outcome.modes[mode.name] = {"unavailable": ev["reason"]}
-                    for name in pending:
-                        give_up(name, ev["reason"])
-                    pending = []
-                elif kind == "unavailable":
-                    give_up(ev["candidate"], ev["reason"])
-                    pending.remove(ev["candidate"])
-                elif kind == "source":
-                    outcome.entry(ev["candidate"])["source"] = ev["source"]
-                elif kind == "inputs":
-                    outcome.fingerprints.setdefault(mode.name, {})[str(ev["case"])] = ev["sha256"]
-                elif kind == "drawing":
-                    current = (None, ev["unit"])
-                elif kind == "start":
-                    current = (ev["candidate"], ev["unit"])
-                elif kind == "failed" and p.task.all_or_nothing:
-                    give_up(ev["candidate"], ev["reason"])
-                    current = None
-                elif kind in ("done", "failed"):
-                    record_done(ev)
-                    current = None
-                elif kind == "crashed":
-                    raised = ev["reason"]
-                elif kind == "timeout":
-                    timed_out = True
-                elif kind == "finished":
-                    finished = True
+            for ev in _events(popen, read_fd, time.monotonic() + timeout):
+                run.dispatch(ev, proc, env_name)
         except BaseException:  # interrupted: stop the process now
-            proc.kill()
-            proc.wait()
+            popen.kill()
+            popen.wait()
             raise
-        code, lingered = _wait_for_exit(proc)
-        if finished and code == 0:
+        code, lingered = _wait_for_exit(popen)
+        if proc.finished and code == 0:
             break
-        what = f"timed out after {timeout:.0f} s" if timed_out else _how_it_ended(code, raised, lingered)
-        stalls = 0 if len(outcome.done) > progress else stalls + 1
-        if current is None:  # died outside any candidate and case: restart, unless it keeps failing
-            if timed_out or stalls >= 2:
-                for name in pending:
-                    if not outcome.finished(name, p.units):
-                        give_up(name, f"mode {mode.name} process {what}:\n{log_tail(log_path)}")
-                break
-        elif current[0] is None:  # died drawing a case's inputs: that case is lost for every candidate
-            unit = current[1]
-            reason = f"mode {mode.name} process {what} while drawing the inputs of case {unit}:\n{log_tail(log_path)}"
-            for name in pending:
-                if (name, unit) not in outcome.done:
-                    record_done({"event": "failed", "candidate": name, "unit": unit, "reason": reason})
-        else:
-            blamed, unit = current
-            where = f"{p.task.unit} {unit}"
-            give_up(blamed, f"mode {mode.name} process {what} while running {where}:\n{log_tail(log_path)}")
-        pending = [n for n in pending if not outcome.finished(n, p.units)]
-        if p.task.all_or_nothing:  # redo the candidates that finished only some units
-            for n in pending:
-                outcome.done -= {(n, u) for u in p.units}
-                outcome.results.pop(n, None)
+        what = f"timed out after {timeout:.0f} s" if proc.timed_out else _how_it_ended(code, proc.raised, lingered)
+        if not run.blame(proc, what, log_tail(log_path), len(outcome.done) > progress):
+            break
 
 
 def run_plan(p: Plan, timeout: float, advance: Advance) -> Outcome:
