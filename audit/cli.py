@@ -533,8 +533,7 @@ def list_(
 ) -> None:
     """Ops, candidates per op and modes, each with whether it can run here and, if not, why; a mode
     mapped to another Python environment is judged in that environment."""
-    from .candidates import candidates_for, unavailable_reason
-    from .environments import check
+    from .listing import candidate_lines, mode_lines
 
     envs = _environments(config, env, mode_env)
     _load_adapters()
@@ -549,29 +548,22 @@ def list_(
     cands = Table(title="candidates (in this interpreter)", title_justify="left")
     for col in ("op", "candidate", "modes", "grads", "available here"):
         cands.add_column(col, overflow="fold", no_wrap=col in ("op", "candidate"))
-    for spec in OPS.values():
-        for c in candidates_for(spec.name):
-            reason = unavailable_reason(c, dev)
-            grads = ", ".join(spec.grads if c.grads is None else c.grads) or "none (forward only)"
-            cands.add_row(spec.name, c.name, "all" if c.all_modes else c.mode, grads,
-                          "[green]yes[/]" if reason is None else f"[grey50]no: {escape(reason)}[/]")
+    for c in candidate_lines(dev):
+        cands.add_row(c.op, c.name, c.modes, c.grads, _available(c.unavailable))
     console.print(cands)
     modes = Table(title="modes", title_justify="left")
-    widest = max(len(f"{k}={v}") for m in MODES.values() for k, v in m.env.items())
+    lines = mode_lines(dev, envs)
+    widest = max(len(f"{k}={v}") for m in lines for k, v in m.variables.items())
     for col in ("mode", "variables", "what", "runs in", "available there"):
         modes.add_column(col, overflow="fold", no_wrap=col == "mode", min_width=widest if col == "variables" else None)
-    for m in MODES.values():
-        env_name, python = envs.python_for(m.name)
-        if env_name is None:
-            where, reason = "this interpreter", m.problem()
-        else:
-            found = check(python, dev.type)  # one probe per environment (kept by audit.environments)
-            where = f"{env_name} ({python})"
-            reason = found.get("problem") or found["availability"]["modes"].get(m.name)
-        variables = "\n".join(f"{k}={v}" for k, v in m.env.items()) or "—"
-        modes.add_row(m.name, variables, m.summary, escape(where),
-                      "[green]yes[/]" if reason is None else f"[grey50]no: {escape(reason)}[/]")
+    for m in lines:
+        variables = "\n".join(f"{k}={v}" for k, v in m.variables.items()) or "—"
+        modes.add_row(m.name, variables, m.summary, escape(m.runs_in), _available(m.unavailable))
     console.print(modes)
+
+
+def _available(reason: str | None) -> str:
+    return "[green]yes[/]" if reason is None else f"[grey50]no: {escape(reason)}[/]"
 
 
 # Commands of their own concern, in their own modules; importing them registers them on ``app``.

@@ -52,6 +52,10 @@ class Cell:
     status: Status = "plain"
 
 
+def unavailable_cell(reason: str) -> Cell:
+    return Cell(f"unavailable: {reason}", "na")
+
+
 @dataclass
 class Section:
     title: str
@@ -117,7 +121,7 @@ def bitwise_sections(report: BitwiseReport, view: View = View()) -> list[Section
         section = Section(f"{name} vs {ref}", source, ["case", *out_cols, *(f"d{g}" for g in grads)])
         for case, c in sorted(cases.items(), key=lambda kv: int(kv[0])):
             if isinstance(c, Unavailable):
-                row = [Cell(case), Cell(f"unavailable: {c.unavailable}", "na")]
+                row = [Cell(case), unavailable_cell(c.unavailable)]
             else:
                 row = [Cell(case), *(_cmp_cell(o) for o in c.out), *[Cell("", "plain")] * (outs - len(c.out))]
                 row += [_cmp_cell(c.grads[g]) if g in c.grads else Cell("—", "na") for g in grads]
@@ -153,14 +157,14 @@ def prior_art_sections(report: PriorArtReport, view: View = View()) -> list[Sect
     for mode, candidates in report.results.items():
         section = Section(f"mode {mode}", columns=cols)
         if isinstance(candidates, Unavailable):
-            section.rows.append([Cell(mode), Cell(f"unavailable: {candidates.unavailable}", "na")])
+            section.rows.append([Cell(mode), unavailable_cell(candidates.unavailable)])
             sections.append(section)
             continue
         for name, c in candidates.items():
             if not view.keeps(name):
                 continue
             if isinstance(c, Unavailable):
-                section.rows.append([Cell(name), Cell(f"unavailable: {c.unavailable}", "na")])
+                section.rows.append([Cell(name), unavailable_cell(c.unavailable)])
                 continue
             if view.only_differ and c.batch_invariance.batch_invariant:
                 continue
@@ -236,12 +240,12 @@ def chain_sections(report: ChainReport, view: View = View()) -> list[Section]:
     )]
     for mode, found in report.results.items():
         if isinstance(found, Unavailable):
-            out.append(Section(f"mode {mode}", columns=["mode", "replay"], rows=[[Cell(mode), Cell(f"unavailable: {found.unavailable}", "na")]]))
+            out.append(Section(f"mode {mode}", columns=["mode", "replay"], rows=[[Cell(mode), unavailable_cell(found.unavailable)]]))
             continue
         for length, replay in found.lengths.items():
             title = f"mode {mode}, length {length}"
             if isinstance(replay, Unavailable):
-                out.append(Section(title, columns=["length", "replay"], rows=[[Cell(length), Cell(f"unavailable: {replay.unavailable}", "na")]]))
+                out.append(Section(title, columns=["length", "replay"], rows=[[Cell(length), unavailable_cell(replay.unavailable)]]))
             else:
                 out.append(_replay_section(title, replay, report.backward, view))
     return out
