@@ -49,15 +49,20 @@ def op_inputs(op: str, rows: int):
     return inputs, draw_grad_out(spec, rows, 3).cuda(), getattr(rl_kernel_ops, op), EAGER[op]
 
 
+def weights(inputs) -> list[torch.Tensor]:
+    """The weight matrices among an op's inputs (the first input is the activation)."""
+    return [t for t in inputs[1:] if t.dim() == 2]
+
+
 def forward_flop(inputs, rows: int) -> float:
     """2 * rows * (elements of every weight matrix): the forward's GEMM flops."""
-    return 2.0 * rows * sum(t.numel() for t in inputs[1:] if t.dim() == 2)
+    return 2.0 * rows * sum(t.numel() for t in weights(inputs))
 
 
 def weight_traffic(inputs) -> int:
     """Bytes fwd+bwd must move for the weights at least: each read twice (forward, dgrad), its
     gradient written once (wgrad)."""
-    return 3 * sum(t.numel() * t.element_size() for t in inputs[1:] if t.dim() == 2)
+    return 3 * sum(t.numel() * t.element_size() for t in weights(inputs))
 
 
 def measure(fn, inputs, g, warmup: int, iters: int) -> dict[str, float]:
@@ -101,11 +106,11 @@ def main() -> None:
                 )
             mine = measure(ours, inputs, g, args.warmup, args.iters)
             cublas = measure(eager, inputs, g, args.warmup, args.iters)
-            flop = forward_flop(inputs, rows)
+            flop, traffic = forward_flop(inputs, rows), weight_traffic(inputs)
             for m in (mine, cublas):
                 m["tflops_fwd"] = flop / m["fwd_us"] / 1e6
                 m["tflops_fwd_bwd"] = 3 * flop / m["fwd_bwd_us"] / 1e6
-                m["copy_fraction_fwd_bwd"] = weight_traffic(inputs) / m["fwd_bwd_us"] / 1e3 / copy_gbs
+                m["copy_fraction_fwd_bwd"] = traffic / m["fwd_bwd_us"] / 1e3 / copy_gbs
             entry = {
                 "rl_kernel": mine,
                 "cublas_eager": cublas,
