@@ -193,8 +193,9 @@ class _Process:
 class _ModeRun:
     """One mode's candidates, run in as many processes as it takes (see ``run_mode``)."""
 
-    def __init__(self, p: Plan, mode: Mode, outcome: Outcome, advance: Advance):
+    def __init__(self, p: Plan, mode: Mode, outcome: Outcome, advance: Advance, env_name: str | None):
         self.p, self.mode, self.outcome, self.advance = p, mode, outcome, advance
+        self.env_name = env_name  # the environment its worker runs in (None: this one)
         self.names = {c.report_name(mode.name): c for c in p.by_mode[mode.name]}
         self.pending = list(self.names)
         self.stalls = 0  # processes in a row that died without finishing anything
@@ -235,11 +236,11 @@ class _ModeRun:
             **p.options,
         }
 
-    def dispatch(self, ev: dict, proc: _Process, env_name: str | None) -> None:
+    def dispatch(self, ev: dict, proc: _Process) -> None:
         """One event of the worker (see ``audit.worker``) into the outcome and ``proc``."""
         kind, outcome, mode = ev["event"], self.outcome, self.mode.name
         if kind == "interpreter":
-            outcome.interpreters[mode] = {"environment": env_name, **ev["info"]}
+            outcome.interpreters[mode] = {"environment": self.env_name, **ev["info"]}
         elif kind == "mode":
             outcome.tf32 |= bool(ev.get("tf32"))
             outcome.modes[mode] = {"description": ev.get("description")}
@@ -303,9 +304,9 @@ def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, timeout: floa
     was running is given up with the real exit status, signal or exception; a death while a case's
     inputs were drawn loses that case for every candidate; a death outside both restarts the
     process, unless two in a row finished nothing. Then the process restarts for what is left."""
-    run = _ModeRun(p, mode, outcome, advance)
     env, outcome.environments[mode.name] = mode_environment(os.environ, mode, p.inherit_env)
     env_name, python = p.environments.python_for(mode.name)
+    run = _ModeRun(p, mode, outcome, advance, env_name)
     if env_name is not None:  # another environment: checked first, and none of this one's packages leak in
         found = probe(python, needs_cuda=p.device.type == "cuda")
         if "problem" in found:
@@ -321,7 +322,7 @@ def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, timeout: floa
         proc, progress = _Process(), len(outcome.done)
         try:
             for ev in _events(popen, read_fd, time.monotonic() + timeout):
-                run.dispatch(ev, proc, env_name)
+                run.dispatch(ev, proc)
         except BaseException:  # interrupted: stop the process now
             popen.kill()
             popen.wait()
