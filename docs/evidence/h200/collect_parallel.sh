@@ -8,7 +8,7 @@ set -uo pipefail
 out=${1:?output directory}; ranks=${2:-2}; backend=${BACKEND:-nccl}
 mkdir -p "$out"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>&1 | tail -1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 COLUMNS=200 NCCL_NVLS_ENABLE=0
+export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 COLUMNS=200 NCCL_NVLS_ENABLE=0
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/machine.txt"
 for run in "adaln_projection tp_column" "adaln_projection tp_row" "adaln_projection sp_rows" "norm_modulate sp_rows"; do
   set -- $run
