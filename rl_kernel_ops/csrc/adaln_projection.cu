@@ -13,6 +13,7 @@
 // Ops: adaln_proj_forward(temb, w, b) -> (out, a)
 //      adaln_proj_backward(dout, temb, a, w, splits_dgrad, row_chunk, need_temb, need_w, need_b)
 //          -> [d_temb, dw, db]   (gradients not asked for come back as empty tensors)
+#include "adaln_backward.cuh"
 #include "gemm_common.cuh"
 #include "gemm_mma_bf16.cuh"
 #include "gemm_wgmma_bf16.cuh"
@@ -31,17 +32,11 @@ __global__ void silu_to_bf16_kernel(const float* __restrict__ x, bf16* __restric
   reinterpret_cast<__nv_bfloat162*>(y)[2 * q + 1] = hi;
 }
 
-void check(const at::Tensor& t, at::ScalarType dtype, int64_t dim, const char* name) {
-  TORCH_CHECK(t.is_cuda() && t.scalar_type() == dtype && t.dim() == dim && t.is_contiguous(),
-              "adaln_proj: ", name, " must be a contiguous ", dim, "-D ", c10::toString(dtype),
-              " CUDA tensor");
-}
-
 std::tuple<at::Tensor, at::Tensor> adaln_forward_impl(const at::Tensor& temb, const at::Tensor& w,
                                                       const at::Tensor& b, bool wgmma, int64_t variant) {
-  check(temb, at::kFloat, 2, "temb");
-  check(w, at::kBFloat16, 2, "w");
-  check(b, at::kBFloat16, 1, "b");
+  check_tensor("adaln_proj_forward", temb, at::kFloat, 2, "temb");
+  check_tensor("adaln_proj_forward", w, at::kBFloat16, 2, "w");
+  check_tensor("adaln_proj_forward", b, at::kBFloat16, 1, "b");
   const c10::cuda::CUDAGuard guard(temb.device());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const int T = temb.size(0), D = temb.size(1), N = w.size(0);
@@ -83,44 +78,23 @@ std::tuple<at::Tensor, at::Tensor> adaln_forward_wgmma(const at::Tensor& temb, c
   return adaln_forward_impl(temb, w, b, true, variant);
 }
 
+// mma.sync backward (any sm_80+ device); the order is adaln_backward.cuh's.
 std::vector<at::Tensor> adaln_backward(const at::Tensor& dout, const at::Tensor& temb,
                                        const at::Tensor& a, const at::Tensor& w,
                                        int64_t splits_dgrad, int64_t row_chunk, bool need_temb,
                                        bool need_w, bool need_b) {
-  check(dout, at::kBFloat16, 2, "dout");
-  check(temb, at::kFloat, 2, "temb");
-  check(a, at::kBFloat16, 2, "a");
-  check(w, at::kBFloat16, 2, "w");
-  const c10::cuda::CUDAGuard guard(temb.device());
-  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const int T = temb.size(0), D = temb.size(1), N = w.size(0);
-  TORCH_CHECK(dout.size(0) == T && dout.size(1) == N && a.size(0) == T && a.size(1) == D &&
-                  w.size(1) == D,
-              "adaln_proj_backward: shape mismatch");
-  at::Tensor none = at::empty({0}, temb.options());
-  at::Tensor dtemb = none, dw = none, db = none;
-  const bf16* dout_p = reinterpret_cast<const bf16*>(dout.data_ptr());
-  if (need_temb) {
-    at::Tensor part = at::empty({splits_dgrad, T, D}, temb.options());
-    mma_gemm_by_rows<true, false, EPI_F32>(dout_p, reinterpret_cast<const bf16*>(w.data_ptr()),
-                                           part.data_ptr(), nullptr, T, D, N,
-                                           static_cast<int>(splits_dgrad), N, D, D, stream);
-    dtemb = at::empty({T, D}, temb.options());
-    fold_splits<FOLD_BF16_SILU_GRAD>(part, static_cast<int>(splits_dgrad), T, D, nullptr,
-                                     temb.data_ptr<float>(), dtemb.data_ptr<float>(), nullptr,
-                                     stream);
-  }
-  if (need_w) {
-    dw = at::empty({N, D}, w.options());
-    mma_gemm_launch<128, 128, 64, 64, 4, false, false, EPI_BF16>(
-        dout_p, reinterpret_cast<const bf16*>(a.data_ptr()), dw.data_ptr(), nullptr, N, D, T, 1, N,
-        D, D, stream);
-  }
-  if (need_b) {
-    db = at::empty({N}, w.options());
-    column_sum<bf16, bf16>(dout, static_cast<int>(row_chunk), db, stream);
-  }
-  return {dtemb, dw, db};
+  return adaln_backward_with(
+      "adaln_proj_backward", dout, temb, a, w, splits_dgrad, row_chunk, need_temb, need_w, need_b,
+      [](int, int, int) {},
+      [](const bf16* dout_p, const bf16* w_p, float* part, int T, int N, int D, int splits,
+         cudaStream_t stream) {
+        mma_gemm_by_rows<true, false, EPI_F32>(dout_p, w_p, part, nullptr, T, D, N, splits, N, D, D,
+                                               stream);
+      },
+      [](const bf16* dout_p, const bf16* a_p, bf16* dw, int T, int N, int D, cudaStream_t stream) {
+        mma_gemm_launch<128, 128, 64, 64, 4, false, false, EPI_BF16>(dout_p, a_p, dw, nullptr, N, D,
+                                                                     T, 1, N, D, D, stream);
+      });
 }
 
 }  // namespace

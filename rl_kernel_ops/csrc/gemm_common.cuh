@@ -33,6 +33,11 @@ inline void check_launch(const char* what) {
 
 inline int ceil_div(long long a, long long b) { return static_cast<int>((a + b - 1) / b); }
 
+// The shared-state-space address of a pointer into shared memory.
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Activation formulas, written as ATen's CUDA kernels write them (opmath float, expf, IEEE div).
 __device__ __forceinline__ float silu_f32(float x) { return x / (1.0f + expf(-x)); }

@@ -1,4 +1,4 @@
-"""adaln_projection's wgmma/TMA backward (issue 13 step 3) against the mma.sync backward, on the GPU.
+"""adaln_projection's wgmma/TMA backward (issue 13, steps 3 and 4) against the mma.sync backward, on the GPU.
 
 1. Bitwise, T = 1, 4, 63, 64, 65, 128, 129, 256, 257, 2048, 8192: d_temb, dw, db of the wgmma
    backward vs the mma.sync backward (differing elements), and a repeat of the wgmma backward;
@@ -12,7 +12,7 @@
 Inputs are drawn on the GPU (torch.Generator on cuda, seeds fixed). Exits 1 when a check fails.
 
 Usage (repository root, PYTHONPATH=.):
-    python docs/evidence/h200/check_adaln_wgmma_bwd_step3.py [--json OUT]
+    python docs/evidence/h200/check_adaln_wgmma_bwd.py [--json OUT]
 """
 
 from __future__ import annotations
