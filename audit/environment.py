@@ -1,4 +1,4 @@
-"""The report's ``environment`` block and the repository state (SPEC.md section 6)."""
+"""The report's ``environment`` block and the repository state (commit, tracked files changed)."""
 
 from __future__ import annotations
 

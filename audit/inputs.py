@@ -1,5 +1,5 @@
 """Deterministic inputs: drawn from seeded CPU generators, so every process and every machine
-builds the same bits (SPEC.md section 3), then moved to the device.
+builds the same bits, then moved to the device.
 
 Row inputs (and the upstream gradient) use the case seed; shared parameters and tables use seed 1.
 """

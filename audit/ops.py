@@ -1,7 +1,7 @@
 """The operators the audit checks: their inputs, how each input is drawn, which inputs get
 gradients, which dimension is the row dimension, the cases, and the references.
 
-Shapes and drawing rules are SPEC.md sections 2 and 3 (MiniMax-H3 as in diffusers 0.42.1).
+Shapes are MiniMax-H3's as diffusers 0.42.1 builds it (README "What is compared" lists them).
 An op is "row" when every output row depends only on the same row of the row inputs (plus shared
 tables/parameters), "gemm" when it is a row-wise linear map; both kinds have dimension 0 as the row
 dimension of their row inputs and of their output.
@@ -44,7 +44,8 @@ class UniformOffset:
 
 @dataclass(frozen=True)
 class PackedIndex:
-    """Row index into the (timestep, modality) table for the packed layout (SPEC.md section 3)."""
+    """Row index into the (timestep, modality) table of the packed layout: ``timestep * 3 + modality``
+    per row (``audit.inputs.packed_index``)."""
 
 
 Draw = Normal | UniformOffset | PackedIndex

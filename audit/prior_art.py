@@ -1,5 +1,5 @@
-"""The prior-art checks, worker side (SPEC.md section 6): is a candidate batch-invariant under a
-mode, are its parameter gradients repeatable, and how accurate and fast is it?
+"""The prior-art checks, worker side: is a candidate batch-invariant under a mode, are its
+parameter gradients repeatable, and how accurate and fast is it?
 
 Every check is bitwise. "Alone" means the row computed in a batch of one; a row differs when its
 output row or any of its row-input gradient rows has different bits. The Python overhead is kept
@@ -95,31 +95,31 @@ class Checker:
     """Runs one candidate's checks on one device."""
 
     def __init__(self, c: Candidate, op: OpSpec, mode: Mode, device: torch.device, sizes: Sizes,
-                 problems: dict | None = None):
+                 input_cache: dict | None = None):
         self.c, self.op, self.mode, self.device, self.sizes = c, op, mode, device, sizes
-        self.problems = {} if problems is None else problems  # (rows, seed) -> inputs, shared by candidates
+        self.input_cache = {} if input_cache is None else input_cache  # (rows, seed) -> inputs, shared by candidates
         wanted = differentiated(c, op)
         self.row_grads = tuple(n for n in wanted if op.input(n).rows)
         self.param_grads = tuple(n for n in wanted if not op.input(n).rows)
 
     # -- helpers ---------------------------------------------------------------------------
-    def problem(self, rows: int, seed: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    def case_inputs(self, rows: int, seed: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """The op's inputs for ``rows`` rows and ``seed`` on the device, and the upstream gradient.
-        Drawing on the CPU dominates for large batches, so each problem is drawn once per process
+        Drawing on the CPU dominates for large batches, so each case is drawn once per process
         and shared by the candidates (they get leaf copies of what they differentiate)."""
         key = (rows, seed)
-        if key not in self.problems:
-            params = self.problems.get("params")
+        if key not in self.input_cache:
+            params = self.input_cache.get("params")
             if params is None:
                 params = {s.name: draw_input(s, 1, seed).to(self.device) for s in self.op.inputs if not s.rows}
-                self.problems["params"] = params
+                self.input_cache["params"] = params
             inputs = {s.name: params[s.name] if not s.rows else draw_input(s, rows, seed).to(self.device)
                       for s in self.op.inputs}
-            self.problems[key] = (inputs, draw_grad_out(self.op, rows, seed).to(self.device))
-        return self.problems[key]
+            self.input_cache[key] = (inputs, draw_grad_out(self.op, rows, seed).to(self.device))
+        return self.input_cache[key]
 
     def rows(self, inputs: dict[str, torch.Tensor], index: torch.Tensor | slice) -> dict[str, torch.Tensor]:
-        """The same problem restricted to some rows: row inputs indexed, parameters shared."""
+        """The same inputs restricted to some rows: row inputs indexed, parameters shared."""
         return {k: take_rows(v, index) if self.op.input(k).rows else v for k, v in inputs.items()}
 
     def run(self, inputs: dict[str, torch.Tensor], grad_out: torch.Tensor, params: bool = False) -> Result:
@@ -147,7 +147,7 @@ class Checker:
         for n in self.sizes.all_rows:
             fwd_bad = grad_bad = 0
             for seed in self.sizes.seeds:
-                inputs, g = self.problem(n, seed)
+                inputs, g = self.case_inputs(n, seed)
                 full = self.run(inputs, g)
                 flags = [self.row_differs(self.run(self.rows(inputs, slice(i, i + 1)), g[i : i + 1]),
                                           self.sliced(full, slice(i, i + 1))) for i in range(n)]
@@ -159,7 +159,7 @@ class Checker:
     def params_repeatable(self) -> bool:
         n = max(self.sizes.all_rows)
         for seed in self.sizes.seeds:
-            inputs, g = self.problem(n, seed)
+            inputs, g = self.case_inputs(n, seed)
             first, again = self.run(inputs, g, params=True), self.run(inputs, g, params=True)
             for name in self.param_grads:
                 if not torch.equal(bit_patterns(first[1][name]), bit_patterns(again[1][name])):
@@ -170,7 +170,7 @@ class Checker:
         full_n, sizes = self.sizes.full_batch, self.sizes.sub_batch_sizes
         count = fwd_bad = grad_bad = 0
         for seed in self.sizes.sub_seeds:
-            inputs, g = self.problem(full_n, seed)
+            inputs, g = self.case_inputs(full_n, seed)
             full = self.run(inputs, g)
             flags = []
             for size in sizes:
@@ -191,7 +191,7 @@ class Checker:
         sizes, probes = sweep_sizes(n), probe_rows(n)
         comparisons, failures, differ = 0, [], 0
         for seed in self.sizes.seeds:
-            inputs, g = self.problem(n, seed)
+            inputs, g = self.case_inputs(n, seed)
             cases: list[tuple[int, int, int, torch.Tensor]] = []  # (batch, position, probe, differs)
             for p in probes:
                 alone = self.run(self.rows(inputs, slice(p, p + 1)), g[p : p + 1])
@@ -232,7 +232,7 @@ class Checker:
         reference = get_candidate(self.op.name, self.c.computes or self.op.references[0].split("[")[0])
         out = {}
         for size in self.sizes.accuracy:
-            inputs, g = self.problem(size, seed=size)
+            inputs, g = self.case_inputs(size, seed=size)
             got = evaluate(self.c, self.op, inputs, g)
             wide = {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
             with self.mode_off():
@@ -322,9 +322,9 @@ def run_prior_art(job: dict, op: OpSpec, mode: Mode, device: torch.device,
     """Events per candidate: ``start``/``done`` per check (``data`` is the result so far), or
     ``failed`` with the reason."""
     sizes = Sizes(**{k: tuple(v) if isinstance(v, list) else v for k, v in job["sizes"].items()})
-    problems: dict = {}
+    input_cache: dict = {}
     for name, c in runnable:
-        checker = Checker(c, op, mode, device, sizes, problems)
+        checker = Checker(c, op, mode, device, sizes, input_cache)
         current = [CHECKS[0]]
         emit("start", candidate=name, unit=current[0])
 

@@ -5,7 +5,7 @@ Measures the device-to-device copy bandwidth first (bytes read + bytes written b
 forward and the forward+backward time, two ways: ``pipelined`` (CUDA events around 20 back-to-back
 calls, divided by 20: the GPU time per call when the host runs ahead, as in a model; the targets
 are judged on it) and ``per_call`` (events around one call followed by a synchronization, so the
-host's Python/launch overhead is included; the SPEC's latency convention). Both are medians of
+host's Python/launch overhead is included; the latency the audit's reports give). Both are medians of
 CUDA-event samples after warm-ups. Effective
 bandwidth counts the minimal bytes any implementation must move (each row input read once, each
 row output or row gradient written once, tables, parameters and the index once); the upstream
@@ -14,7 +14,7 @@ one: a single (9, 6H) table gathered to (S, 6H). Prints the ratios (to the copy 
 eager composition, to Liger's modulated RMSNorm when ``liger_kernel`` imports) and writes JSON
 naming the GPU, torch and CUDA.
 
-Targets (SPEC section 7): forward >= 70 % and forward+backward >= 50 % of the copy bandwidth,
+Targets: forward >= 70 % and forward+backward >= 50 % of the copy bandwidth,
 never slower than eager or Liger.
 
     python benchmarks/bench_row_ops.py --out bench_row_ops.json

@@ -1,4 +1,4 @@
-"""The process-wide modes (SPEC.md section 5).
+"""The process-wide modes: batch-invariant and numerics switches of vLLM, SGLang and Megatron.
 
 A mode is a switch a library flips for a whole process: it patches torch's aten ops or relies on
 cuBLAS variables read once at start-up. Each mode therefore runs in its own subprocess, whose

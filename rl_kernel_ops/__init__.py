@@ -1,5 +1,5 @@
 """rl_kernel_ops: the project's own deterministic, batch-invariant implementations of the MiniMax-H3
-conditioning operators (SPEC.md section 7).
+conditioning operators.
 
 Each public function takes the op's tensors and returns its output; all are differentiable.
 Tensors on a CUDA device run the CUDA kernels in ``csrc/`` (compiled on first use, see ``_build``);

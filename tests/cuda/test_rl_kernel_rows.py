@@ -1,4 +1,4 @@
-"""GPU tests of the row kernels (rl_kernel_ops.cuda_rows): SPEC section 7's properties.
+"""GPU tests of the row kernels (rl_kernel_ops.cuda_rows), the contracts of ``rl_kernel_ops``:
 
 - forwards bitwise equal to the eager BF16 expressions (norm_modulate, gate_residual) and to
   index_select (gather); the RMS statistic bitwise equal to torch's own CUDA RMSNorm statistic;
