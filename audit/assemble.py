@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from reports.schema import reference_of
+
 from .environment import collect, repository_state
 from .parallel import nccl_environment
 from .runner import Outcome, Plan
@@ -42,7 +44,7 @@ def bitwise_report(p: Plan, outcome: Outcome) -> dict:
             results[name] = {"unavailable": entry["unavailable"]}
             continue
         clean = {"source": entry.get("source", "")}
-        for key in sorted(k for k in entry if k.startswith("vs ") and k[3:] not in missing_refs):
+        for key in sorted(k for k in entry if reference_of(k) not in missing_refs | {None}):
             clean[key] = {str(c): entry[key][str(c)] for c in p.units if str(c) in entry[key]}
         results[name] = clean
     return {**_header(p, "h3_bitwise_reuse", outcome), "cases": p.units, "inputs_sha256": plain, "results": results}

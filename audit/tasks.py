@@ -43,7 +43,7 @@ def _add_comparisons(outcome: Outcome, name: str, case: int, vs: dict) -> None:
     entry = outcome.entry(name)
     if "unavailable" not in entry:
         for ref, cmp in vs.items():
-            entry.setdefault(f"vs {ref}", {})[str(case)] = cmp
+            entry.setdefault(f"vs {ref}", {})[str(case)] = cmp  # the key reports.schema.reference_of reads
 
 
 def _record_bitwise(p: Plan, outcome: Outcome, ev: dict) -> None:

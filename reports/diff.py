@@ -185,7 +185,7 @@ def _cases_of(report: BitwiseReport, name: str, ref: str) -> dict[str, CaseCompa
     for a, b in ((name, ref), (ref, name)):
         result = report.results.get(a)
         if result is not None and not isinstance(result, Unavailable):
-            cases = (result.__pydantic_extra__ or {}).get(f"vs {b}")
+            cases = result.comparisons().get(b)
             if cases is not None:
                 return cases
     return None

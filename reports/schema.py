@@ -102,6 +102,12 @@ class CaseComparison(Strict):
 CaseResult = CaseComparison | Unavailable
 
 
+def reference_of(key: str) -> str | None:
+    """The reference a ``"vs REF"`` key names; None when ``key`` is not a comparison key."""
+    ref = key.removeprefix("vs ")
+    return ref if ref and ref != key else None
+
+
 class BitwiseCandidate(BaseModel):
     """``source`` (what ran, with versions) and one ``"vs REF"`` entry per reference: case -> result."""
 
@@ -113,9 +119,13 @@ class BitwiseCandidate(BaseModel):
     @model_validator(mode="after")
     def _vs_keys(self) -> "BitwiseCandidate":
         for key in self.__pydantic_extra__ or {}:
-            if not key.startswith("vs ") or len(key) <= 3:
+            if reference_of(key) is None:
                 raise ValueError(f"unexpected key {key!r}: comparisons are named 'vs <reference>'")
         return self
+
+    def comparisons(self) -> dict[str, dict[CaseKey, CaseResult]]:
+        """Reference name -> case -> result, for every ``"vs REF"`` entry."""
+        return {reference_of(k): cases for k, cases in (self.__pydantic_extra__ or {}).items()}
 
 
 class ModeInterpreter(Strict):

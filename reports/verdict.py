@@ -44,8 +44,7 @@ def pairs(report: BitwiseReport) -> list[tuple[str, str, dict[str, CaseCompariso
     for name, result in report.results.items():
         if isinstance(result, Unavailable):
             continue
-        for key, cases in (result.__pydantic_extra__ or {}).items():
-            ref = key.removeprefix("vs ")
+        for ref, cases in result.comparisons().items():
             if frozenset((name, ref)) in seen:
                 continue
             seen.add(frozenset((name, ref)))
