@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from modes import MODES, SGLANG_DEEPGEMM
 from reports.io import load_report
 
@@ -96,7 +98,7 @@ def test_ctrl_c_stops_the_mode_processes_and_leaves_no_file(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "audit", "run", "--op", "gate_residual", "--device", "cpu", "--case", "3",
          "--candidate", "hangs", "--out", str(out)],
-        cwd=REPO, env={**os.environ, **FAULTY, "TMPDIR": str(scratch)},
+        cwd=REPO, env={**os.environ, **FAULTY, "TMPDIR": str(scratch), "PYTHONFAULTHANDLER": "1"},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     deadline = time.monotonic() + 120
@@ -105,7 +107,12 @@ def test_ctrl_c_stops_the_mode_processes_and_leaves_no_file(tmp_path):
         time.sleep(0.5)
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=60)
+    try:
+        _, stderr = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # say where it is stuck: faulthandler prints every thread's stack on SIGABRT
+        proc.send_signal(signal.SIGABRT)
+        _, stderr = proc.communicate(timeout=60)
+        pytest.fail(f"the run was still going 60 s after SIGINT; its stacks:\n{stderr[-6000:]}")
     assert proc.returncode == 130, stderr
     assert "interrupted" in stderr
     assert not out.exists() and not (out.parent.exists() and any(out.parent.iterdir()))
