@@ -109,7 +109,12 @@ def gate_residual(t: dict[str, torch.Tensor]) -> torch.Tensor:
 )
 def timestep_mlp(t: dict[str, torch.Tensor]) -> torch.Tensor:
     module = _timestep_embedding()
-    params = {"linear_1.weight": t["w1"], "linear_1.bias": t["b1"], "linear_2.weight": t["w2"], "linear_2.bias": t["b2"]}
+    params = {
+        "linear_1.weight": t["w1"],
+        "linear_1.bias": t["b1"],
+        "linear_2.weight": t["w2"],
+        "linear_2.bias": t["b2"],
+    }
     return functional_call(module, params, (t["x"],))
 
 
@@ -117,7 +122,9 @@ def timestep_mlp(t: dict[str, torch.Tensor]) -> torch.Tensor:
     "diffusers",
     requires=(_H3,),
     ops=("adaln_projection",),
-    source=lambda mode, device: f"{_prefix()} AdaLN projection (MiniMaxH3AdaLayerNormModulation), BF16 F.linear [{mode}]",
+    source=lambda mode, device: (
+        f"{_prefix()} AdaLN projection (MiniMaxH3AdaLayerNormModulation), BF16 F.linear [{mode}]"
+    ),
     all_modes=True,
 )
 def adaln_projection(t: dict[str, torch.Tensor]) -> torch.Tensor:

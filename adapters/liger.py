@@ -45,7 +45,9 @@ def liger_rows(t: dict[str, torch.Tensor], gather: Gather) -> tuple[torch.Tensor
     scale, shift = gather(t["sc"], t["idx"]), gather(t["sh"], t["idx"])
     for name, rows in (("scale", scale), ("shift", shift)):
         if rows.shape != x.shape:
-            raise ValueError(f"Liger {name} rows have shape {tuple(rows.shape)}; need one row per token, {tuple(x.shape)}")
+            raise ValueError(
+                f"Liger {name} rows have shape {tuple(rows.shape)}; need one row per token, {tuple(x.shape)}"
+            )
     return scale, shift
 
 
@@ -57,7 +59,9 @@ def _liger(t: dict[str, torch.Tensor], gather: Gather) -> torch.Tensor:
     return LigerModulatedRMSNormFunction.apply(t["x"], t["w"], scale, shift, EPS, 0.0, "llama", False)
 
 
-@candidate("liger", source=lambda mode, device: f"Liger {version('liger-kernel')} modulated RMSNorm + index_select", **_META)
+@candidate(
+    "liger", source=lambda mode, device: f"Liger {version('liger-kernel')} modulated RMSNorm + index_select", **_META
+)
 def liger(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return _liger(t, index_select_rows)
 

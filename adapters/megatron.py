@@ -49,7 +49,9 @@ def source_commit() -> str | None:
     if not src:
         return None
     try:
-        done = subprocess.run(["git", "-C", src, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True, timeout=20)
+        done = subprocess.run(
+            ["git", "-C", src, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True, timeout=20
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if done.returncode != 0:
@@ -105,7 +107,11 @@ def _describe() -> str:
     from megatron.core.package_info import __version__
 
     commit = source_commit()
-    return f"Megatron source tree {commit} (megatron-core {__version__})" if os.environ.get(SRC_ENV) else f"megatron-core {__version__}"
+    return (
+        f"Megatron source tree {commit} (megatron-core {__version__})"
+        if os.environ.get(SRC_ENV)
+        else f"megatron-core {__version__}"
+    )
 
 
 def _takes_backend(module: ModuleType) -> bool:
@@ -131,7 +137,9 @@ def enable_arguments(module: ModuleType, variant: str | None, where: str) -> dic
             f"(_BATCH_INVARIANT_BACKENDS), not {variant}"
         )
     if variant == "deepgemm" and not module.HAVE_DEEPGEMM_BF16:
-        raise RuntimeError(f"{where}: the deepgemm backend needs DeepGEMM with bf16 bindings (HAVE_DEEPGEMM_BF16 is False)")
+        raise RuntimeError(
+            f"{where}: the deepgemm backend needs DeepGEMM with bf16 bindings (HAVE_DEEPGEMM_BF16 is False)"
+        )
     return {"backend": variant}
 
 

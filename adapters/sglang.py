@@ -92,7 +92,9 @@ def _token_rows(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
 @candidate(
     "sglang_bi_rmsnorm",
     ops=("norm_modulate",),
-    source=lambda mode, device: f"SGLang {version('sglang')} {_MODE_MODULE}.rms_norm_batch_invariant + index_select (forward only)",
+    source=lambda mode, device: (
+        f"SGLang {version('sglang')} {_MODE_MODULE}.rms_norm_batch_invariant + index_select (forward only)"
+    ),
     grads=(),
     requires=(_MODE_MODULE,),
     cuda_only=True,

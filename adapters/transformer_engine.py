@@ -98,6 +98,8 @@ def _full_source(mode: str, device: torch.device) -> str:
     return f"TE {_version()} transformer_engine_torch.rmsnorm_fwd/rmsnorm_bwd + index_select ({env})"
 
 
-_FULL = dict(ops=("norm_modulate",), source=_full_source, grads=("x", "w", "sh", "sc"), requires=_KERNELS, cuda_only=True)
+_FULL = dict(
+    ops=("norm_modulate",), source=_full_source, grads=("x", "w", "sh", "sc"), requires=_KERNELS, cuda_only=True
+)
 candidate("te_rmsnorm_full", **_FULL)(_full)
 candidate("transformer_engine_cudnn", mode="te_cudnn", **_FULL)(_full)

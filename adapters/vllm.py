@@ -54,7 +54,9 @@ def enable_mode(mode) -> str:
 @candidate(
     "vllm_bi_rmsnorm",
     ops=("norm_modulate",),
-    source=lambda mode, device: f"vLLM {version('vllm')} {MODULE}.rms_norm_batch_invariant + index_select (forward only)",
+    source=lambda mode, device: (
+        f"vLLM {version('vllm')} {MODULE}.rms_norm_batch_invariant + index_select (forward only)"
+    ),
     grads=(),
     requires=(MODULE,),
     cuda_only=True,

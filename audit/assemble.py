@@ -14,13 +14,27 @@ RFC = "RL-Align/RL-Kernel#420"
 def header(kind: str, op: str, environment: dict) -> dict:
     """The fields every report kind opens with: kind, RFC, op, this checkout's commit and state."""
     commit, dirty = repository_state()
-    return {"kind": kind, "rfc": RFC, "op": op, "rl_kernel_commit": commit, "tracked_tree_dirty": dirty,
-            "environment": environment}
+    return {
+        "kind": kind,
+        "rfc": RFC,
+        "op": op,
+        "rl_kernel_commit": commit,
+        "tracked_tree_dirty": dirty,
+        "environment": environment,
+    }
 
 
 def _header(p: Plan, kind: str, outcome: Outcome) -> dict:
-    return header(kind, p.op.name, collect(p.device, {m: outcome.environments[m] for m in p.by_mode}, outcome.tf32,
-                                           {m: outcome.interpreters[m] for m in p.by_mode if m in outcome.interpreters}))
+    return header(
+        kind,
+        p.op.name,
+        collect(
+            p.device,
+            {m: outcome.environments[m] for m in p.by_mode},
+            outcome.tf32,
+            {m: outcome.interpreters[m] for m in p.by_mode if m in outcome.interpreters},
+        ),
+    )
 
 
 def bitwise_report(p: Plan, outcome: Outcome) -> dict:
@@ -54,9 +68,11 @@ def prior_art_report(p: Plan, outcome: Outcome, quick: bool, megatron_source_com
     """The ``h3_prior_art`` report: per mode, per candidate, the checks' results or why not."""
     header = _header(p, "h3_prior_art", outcome)
     env = header["environment"]
-    header["environment"] = {**{k: v for k, v in env.items() if k != "mode_environment"},
-                             "megatron_source_commit": megatron_source_commit,
-                             "mode_environment": env["mode_environment"]}
+    header["environment"] = {
+        **{k: v for k, v in env.items() if k != "mode_environment"},
+        "megatron_source_commit": megatron_source_commit,
+        "mode_environment": env["mode_environment"],
+    }
     results: dict[str, dict] = {}
     for mode_name, candidates in p.by_mode.items():
         state = outcome.modes.get(mode_name, {})
@@ -83,8 +99,12 @@ def parallel_report(p, results: dict[str, dict], sources: dict[str, str]) -> dic
         if not cases and "unavailable" in found:  # stopped before its first case
             entries[name] = {"unavailable": found["unavailable"]}
             continue
-        entries[name] = {"source": sources[name], "reduced": list(p.layout.reduced(p.op)), "seconds": found["seconds"],
-                         "cases": cases}
+        entries[name] = {
+            "source": sources[name],
+            "reduced": list(p.layout.reduced(p.op)),
+            "seconds": found["seconds"],
+            "cases": cases,
+        }
         if "unavailable" in found:
             entries[name]["failed"] = found["unavailable"]
     return {

@@ -37,8 +37,9 @@ def tensors_of(result: Result) -> dict[str, torch.Tensor]:
     return {f"out.{i}": o for i, o in enumerate(outs)} | {f"grad.{n}": g for n, g in grads.items()}
 
 
-def evaluate_repeated(c: Candidate, op: OpSpec, inputs: dict[str, torch.Tensor], grad_out: torch.Tensor,
-                      repeats: int) -> tuple[Result, Repeats | None]:
+def evaluate_repeated(
+    c: Candidate, op: OpSpec, inputs: dict[str, torch.Tensor], grad_out: torch.Tensor, repeats: int
+) -> tuple[Result, Repeats | None]:
     """The first of ``repeats`` evaluations, and per tensor the most elements that differed from it
     in a later one (None when ``repeats`` is 1: not checked)."""
     first = evaluate(c, op, inputs, grad_out)
@@ -61,8 +62,13 @@ def _with_repeatability(cmp: dict, key: str, mine: Repeats | None, theirs: Repea
     return cmp | ({"repeatable": True} if worst == 0 else {"repeatable": False, "repeat_differ": worst})
 
 
-def compare_results(op: OpSpec, result: Result, reference: Result,
-                    repeats: Repeats | None = None, reference_repeats: Repeats | None = None) -> dict:
+def compare_results(
+    op: OpSpec,
+    result: Result,
+    reference: Result,
+    repeats: Repeats | None = None,
+    reference_repeats: Repeats | None = None,
+) -> dict:
     """The report's per-case entry: every output, and every gradient both sides have; with both
     sides' repeatability known, each comparison says whether it is repeatable."""
     outs, grads = result
@@ -160,7 +166,9 @@ def run_bitwise(
             except Exception as exc:
                 if name in references:
                     store.record_failure(case, name, error_text(exc))
-                emit("failed", candidate=name, unit=case, reason=error_text(exc), traceback=traceback.format_exc(limit=4))
+                emit(
+                    "failed", candidate=name, unit=case, reason=error_text(exc), traceback=traceback.format_exc(limit=4)
+                )
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
                 continue
@@ -178,8 +186,12 @@ def run_bitwise(
                     ref_result, ref_reps = got
                     vs[ref] = compare_results(op, result, ref_result, reps, ref_reps)
                     if is_reference:  # the earlier reference learns how it compares with this one
-                        emit("done", candidate=ref, unit=case,
-                             data={name: compare_results(op, ref_result, result, ref_reps, reps)})
+                        emit(
+                            "done",
+                            candidate=ref,
+                            unit=case,
+                            data={name: compare_results(op, ref_result, result, ref_reps, reps)},
+                        )
             emit("done", candidate=name, unit=case, data=vs)
             del result, reps
         del inputs, grad_out

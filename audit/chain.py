@@ -168,7 +168,13 @@ def _norm_modulate(norm: str, x: str, shift: str, scale: str, out: str) -> tuple
         return {out: normed * (1.0 + v[scale].index_select(0, idx)) + v[shift].index_select(0, idx)}
 
     def candidate(s: Side, cands: tuple[Candidate, ...], v: Values) -> Values:
-        inputs = {"x": v[x][0], "w": s.param(f"{BLOCK}.{norm}.weight"), "sh": v[shift], "sc": v[scale], "idx": s.adaln_indices}
+        inputs = {
+            "x": v[x][0],
+            "w": s.param(f"{BLOCK}.{norm}.weight"),
+            "sh": v[shift],
+            "sc": v[scale],
+            "idx": s.adaln_indices,
+        }
         return {out: _run(cands[0], inputs).unsqueeze(0)}
 
     return provider, candidate
@@ -201,9 +207,17 @@ def _norm_out(s: Side, v: Values) -> Values:
 
 def _norm_out_candidate(s: Side, cands: tuple[Candidate, ...], v: Values) -> Values:
     projection, modulation = cands
-    table = _run(projection, {"temb": v["temb"], "w": s.param("norm_out.linear.weight"), "b": s.param("norm_out.linear.bias")})
+    table = _run(
+        projection, {"temb": v["temb"], "w": s.param("norm_out.linear.weight"), "b": s.param("norm_out.linear.bias")}
+    )
     shift, scale = table.chunk(2, dim=-1)  # shift first, as MiniMaxH3AdaLayerNormOut
-    inputs = {"x": v["h2"][0], "w": s.param("norm_out.norm.weight"), "sh": shift, "sc": scale, "idx": s.timestep_indices}
+    inputs = {
+        "x": v["h2"][0],
+        "w": s.param("norm_out.norm.weight"),
+        "sh": shift,
+        "sc": scale,
+        "idx": s.timestep_indices,
+    }
     return {"out": _run(modulation, inputs).unsqueeze(0)}
 
 
@@ -215,19 +229,59 @@ _gate_mlp, _gate_mlp_candidate = _gate_residual("h1", "ff", "gate_mlp", "h2")
 
 STAGES: tuple[Stage, ...] = (
     Stage("time_proj", (), ("timestep",), ("t_freq",), (), _time_proj),
-    Stage("timestep_mlp", ("timestep_mlp",), ("t_freq",), ("temb",), TIME_MLP_PARAMS, _timestep_mlp, _timestep_mlp_candidate),
-    Stage("adaln_projection", ("adaln_projection",), ("temb",), TABLES,
-          (f"{BLOCK}.adaln_proj.linear.weight", f"{BLOCK}.adaln_proj.linear.bias"), _adaln, _adaln_candidate),
-    Stage("norm1_modulate", ("norm_modulate",), ("h0", "shift_msa", "scale_msa"), ("n1",), (f"{BLOCK}.norm1.weight",),
-          _norm1, _norm1_candidate),
+    Stage(
+        "timestep_mlp",
+        ("timestep_mlp",),
+        ("t_freq",),
+        ("temb",),
+        TIME_MLP_PARAMS,
+        _timestep_mlp,
+        _timestep_mlp_candidate,
+    ),
+    Stage(
+        "adaln_projection",
+        ("adaln_projection",),
+        ("temb",),
+        TABLES,
+        (f"{BLOCK}.adaln_proj.linear.weight", f"{BLOCK}.adaln_proj.linear.bias"),
+        _adaln,
+        _adaln_candidate,
+    ),
+    Stage(
+        "norm1_modulate",
+        ("norm_modulate",),
+        ("h0", "shift_msa", "scale_msa"),
+        ("n1",),
+        (f"{BLOCK}.norm1.weight",),
+        _norm1,
+        _norm1_candidate,
+    ),
     Stage("attention", (), ("n1",), ("attn",), (), _attention),
-    Stage("gate_residual_msa", ("gate_residual",), ("h0", "attn", "gate_msa"), ("h1",), (), _gate_msa, _gate_msa_candidate),
-    Stage("norm2_modulate", ("norm_modulate",), ("h1", "shift_mlp", "scale_mlp"), ("n2",), (f"{BLOCK}.norm2.weight",),
-          _norm2, _norm2_candidate),
+    Stage(
+        "gate_residual_msa", ("gate_residual",), ("h0", "attn", "gate_msa"), ("h1",), (), _gate_msa, _gate_msa_candidate
+    ),
+    Stage(
+        "norm2_modulate",
+        ("norm_modulate",),
+        ("h1", "shift_mlp", "scale_mlp"),
+        ("n2",),
+        (f"{BLOCK}.norm2.weight",),
+        _norm2,
+        _norm2_candidate,
+    ),
     Stage("ff", (), ("n2",), ("ff",), (), _ff),
-    Stage("gate_residual_mlp", ("gate_residual",), ("h1", "ff", "gate_mlp"), ("h2",), (), _gate_mlp, _gate_mlp_candidate),
-    Stage("norm_out", ("adaln_projection", "norm_modulate"), ("h2", "temb"), ("out",),
-          ("norm_out.norm.weight", "norm_out.linear.weight", "norm_out.linear.bias"), _norm_out, _norm_out_candidate),
+    Stage(
+        "gate_residual_mlp", ("gate_residual",), ("h1", "ff", "gate_mlp"), ("h2",), (), _gate_mlp, _gate_mlp_candidate
+    ),
+    Stage(
+        "norm_out",
+        ("adaln_projection", "norm_modulate"),
+        ("h2", "temb"),
+        ("out",),
+        ("norm_out.norm.weight", "norm_out.linear.weight", "norm_out.linear.bias"),
+        _norm_out,
+        _norm_out_candidate,
+    ),
 )
 STAGE_NAMES = tuple(s.name for s in STAGES)
 PARAMS = tuple(p for s in STAGES for p in s.params)
@@ -273,8 +327,10 @@ def parse_choice(stage: Stage, text: str, modes: dict) -> Choice:
         raise ValueError(f"{stage.name}={text}: no registry op serves {stage.name}; only '{PROVIDER}' runs there")
     found = _registered(stage, name)
     if found is None:
-        raise ValueError(f"{stage.name}={text}: no candidate {name!r} for {' and '.join(stage.ops)}; "
-                         f"valid: {', '.join(valid_names(stage))}")
+        raise ValueError(
+            f"{stage.name}={text}: no candidate {name!r} for {' and '.join(stage.ops)}; "
+            f"valid: {', '.join(valid_names(stage))}"
+        )
     if mode is not None and not all(c.all_modes for c in found):
         raise ValueError(f"{stage.name}={text}: {name} does not run under modes, so NAME[MODE] does not apply")
     return Choice(name, mode)
@@ -289,8 +345,9 @@ def parse_candidates(items: list[str], modes: dict) -> dict[str, Choice]:
     """Every stage's choice from ``STAGE=NAME`` / ``all=NAME`` items: ``rl_kernel`` where it exists,
     else the provider; ``all=NAME`` sets every stage NAME serves; ``STAGE=NAME`` wins over ``all``.
     ValueError (one line) on an unknown stage or a name the stage has no candidate for."""
-    chosen = {s.name: Choice(DEFAULT_CANDIDATE if s.ops and _registered(s, DEFAULT_CANDIDATE) else PROVIDER)
-              for s in STAGES}
+    chosen = {
+        s.name: Choice(DEFAULT_CANDIDATE if s.ops and _registered(s, DEFAULT_CANDIDATE) else PROVIDER) for s in STAGES
+    }
     explicit: dict[str, str] = {}
     for item in items:
         stage, sep, name = item.partition("=")
@@ -330,19 +387,34 @@ def build_model(config: BlockConfig, device: torch.device) -> nn.Module:
     h3 = h3_module()
     with torch.device("meta"):
         model = h3.MiniMaxH3Transformer3DModel(
-            num_attention_heads=config.heads, attention_head_dim=config.head_dim, hidden_size=config.hidden,
-            num_layers=1, num_refiner_layers=0, ffn_dim=config.ffn, in_channels=4, audio_in_channels=8, text_dim=64,
-            freq_dim=config.freq, time_embed_hidden_dim=config.time_hidden, time_embed_dim=config.time_embed,
-            norm_eps=config.eps, qk_norm_eps=config.eps, final_norm_eps=config.eps,
+            num_attention_heads=config.heads,
+            attention_head_dim=config.head_dim,
+            hidden_size=config.hidden,
+            num_layers=1,
+            num_refiner_layers=0,
+            ffn_dim=config.ffn,
+            in_channels=4,
+            audio_in_channels=8,
+            text_dim=64,
+            freq_dim=config.freq,
+            time_embed_hidden_dim=config.time_hidden,
+            time_embed_dim=config.time_embed,
+            norm_eps=config.eps,
+            qk_norm_eps=config.eps,
+            final_norm_eps=config.eps,
         )
-    nn.Module.to(model, torch.bfloat16)  # diffusers' ModelMixin.to warns about the FP32 modules, which are cast back next
+    nn.Module.to(
+        model, torch.bfloat16
+    )  # diffusers' ModelMixin.to warns about the FP32 modules, which are cast back next
     for name in model._keep_in_fp32_modules:
         model.get_submodule(name).float()
     model.to_empty(device="cpu")
     with torch.no_grad():
         for i, (name, p) in enumerate(model.named_parameters()):
             p.copy_(_draw_weight(name, tuple(p.shape), p.dtype, WEIGHT_SALT + i))
-    model.rope = h3.MiniMaxH3RotaryPosEmbed(model.config.rope_freq_dim, model.config.rope_theta)  # its buffer is computed
+    model.rope = h3.MiniMaxH3RotaryPosEmbed(
+        model.config.rope_freq_dim, model.config.rope_theta
+    )  # its buffer is computed
     return model.to(device).requires_grad_(False).eval()
 
 
@@ -432,7 +504,9 @@ def replay(side: Side, impls: list[Impl], start: Values, grad_out: torch.Tensor 
 def isolated(side: Side, impls: list[Impl], provider: Run) -> dict[str, torch.Tensor]:
     """Each stage's output with its inputs taken from the provider's run: stage name -> output."""
     with torch.no_grad():
-        return {st.name: st.output({**provider.values, **impl(side, provider.values)}) for st, impl in zip(STAGES, impls)}
+        return {
+            st.name: st.output({**provider.values, **impl(side, provider.values)}) for st, impl in zip(STAGES, impls)
+        }
 
 
 @dataclass
@@ -460,12 +534,18 @@ def resolve(stage: Stage, choice: Choice, mode: str, device: torch.device, backw
     if choice.name == PROVIDER:
         return Resolved(stage.provider, provider_entry)
     if choice.mode is not None and choice.mode != mode:
-        return Resolved(stage.provider, {"unavailable": f"{choice.label} runs only under mode {choice.mode}; this replay's mode is {mode}"})
+        return Resolved(
+            stage.provider,
+            {"unavailable": f"{choice.label} runs only under mode {choice.mode}; this replay's mode is {mode}"},
+        )
     cands = tuple(get_candidate(op, choice.name) for op in stage.ops)
     problems = [p for c in cands if (p := unavailable_reason(c, device))]
     if backward:
-        problems += [f"{c.name} gives no gradient for {', '.join(missing)} of {c.op}; --backward needs every one"
-                     for c in cands if (missing := [g for g in get_op(c.op).grads if g not in differentiated(c, get_op(c.op))])]
+        problems += [
+            f"{c.name} gives no gradient for {', '.join(missing)} of {c.op}; --backward needs every one"
+            for c in cands
+            if (missing := [g for g in get_op(c.op).grads if g not in differentiated(c, get_op(c.op))])
+        ]
     if problems:
         return Resolved(stage.provider, {"unavailable": "; ".join(dict.fromkeys(problems))})
     source = " + ".join(dict.fromkeys(c.source(mode, device) for c in cands))
@@ -490,8 +570,15 @@ def relative_error(t: torch.Tensor, golden: torch.Tensor) -> float:
     return float(err / scale) if scale > 0 else float(err)
 
 
-def replay_length(model: nn.Module, golden_model: nn.Module, chosen: dict[str, Resolved], inputs: ChainInputs,
-                  device: torch.device, backward: bool, golden_context: GoldenContext = contextlib.nullcontext) -> dict:
+def replay_length(
+    model: nn.Module,
+    golden_model: nn.Module,
+    chosen: dict[str, Resolved],
+    inputs: ChainInputs,
+    device: torch.device,
+    backward: bool,
+    golden_context: GoldenContext = contextlib.nullcontext,
+) -> dict:
     """One sequence: the provider, candidate (chained) and isolated replays, each run REPEATS
     times, and the golden one (provider stages in FP64, inside ``golden_context``: the mode
     switched off where it can be), compared stage by stage. Returns the report's per-length entry
@@ -508,7 +595,9 @@ def replay_length(model: nn.Module, golden_model: nn.Module, chosen: dict[str, R
     chained = [replay(side, candidates, start, grad_out)]
     _synchronize(device)
     chained_s = time.perf_counter() - chain_began
-    chained += [replay(make_side(model, inputs, device, backward), candidates, start, grad_out) for _ in range(REPEATS - 1)]
+    chained += [
+        replay(make_side(model, inputs, device, backward), candidates, start, grad_out) for _ in range(REPEATS - 1)
+    ]
     alone = [isolated(make_side(model, inputs, device, False), candidates, provider[0]) for _ in range(REPEATS)]
     golden, golden_problem = None, None
     try:
@@ -531,8 +620,10 @@ def replay_length(model: nn.Module, golden_model: nn.Module, chosen: dict[str, R
             "provider_vs_golden": relative_error(out_p[0], st.output(golden.values)) if golden else None,
         }
         if backward:
-            entry["grads"] = {k: _compared([r.grads[k] for r in chained], [r.grads[k] for r in provider])
-                              for k in (*st.reads, *st.params)}
+            entry["grads"] = {
+                k: _compared([r.grads[k] for r in chained], [r.grads[k] for r in provider])
+                for k in (*st.reads, *st.params)
+            }
         stages.append(entry)
     _synchronize(device)
     found = {"wall_s": time.perf_counter() - began, "chained_s": chained_s, "stages": stages}
@@ -544,8 +635,16 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def run_chain(config: BlockConfig, lengths: list[int], choices: dict[str, Choice], mode: str, device: torch.device,
-              backward: bool, emit: Callable[..., None], golden_context: GoldenContext = contextlib.nullcontext) -> None:
+def run_chain(
+    config: BlockConfig,
+    lengths: list[int],
+    choices: dict[str, Choice],
+    mode: str,
+    device: torch.device,
+    backward: bool,
+    emit: Callable[..., None],
+    golden_context: GoldenContext = contextlib.nullcontext,
+) -> None:
     """Replay every length under the current process's mode. A candidate that raises during a
     replay makes its stage unavailable (the provider takes its place) and the length is replayed
     again. Events: ``inputs`` (length, sha256) and ``length`` (length, data) per length."""
@@ -560,6 +659,8 @@ def run_chain(config: BlockConfig, lengths: list[int], choices: dict[str, Choice
                 data = replay_length(model, golden_model, chosen, inputs, device, backward, golden_context)
                 break
             except StageFailed as failed:
-                chosen[failed.stage] = Resolved(STAGES[STAGE_NAMES.index(failed.stage)].provider,
-                                                {"unavailable": f"raised during the replay: {failed.reason}"})
+                chosen[failed.stage] = Resolved(
+                    STAGES[STAGE_NAMES.index(failed.stage)].provider,
+                    {"unavailable": f"raised during the replay: {failed.reason}"},
+                )
         emit("length", length=length, data=data)

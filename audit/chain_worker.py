@@ -45,17 +45,25 @@ def main(job_path: str, result_path: str) -> int:
     try:
         description = mode.call("enable")
     except Exception as exc:
-        Path(result_path).write_text(json.dumps({"unavailable": f"mode {mode.name} cannot be switched on: {error_text(exc)}"}))
+        Path(result_path).write_text(
+            json.dumps({"unavailable": f"mode {mode.name} cannot be switched on: {error_text(exc)}"})
+        )
         return 0
-    found = {"description": description, "tf32": torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32,
-             "inputs_sha256": {}, "lengths": {}}
+    found = {
+        "description": description,
+        "tf32": torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32,
+        "inputs_sha256": {},
+        "lengths": {},
+    }
 
     def emit(event: str, **fields) -> None:
         if event == "inputs":
             found["inputs_sha256"][str(fields["length"])] = fields["sha256"]
         else:
             found["lengths"][str(fields["length"])] = fields["data"]
-            print(f"mode {mode.name}: length {fields['length']} replayed in {fields['data']['wall_s']:.1f} s", flush=True)
+            print(
+                f"mode {mode.name}: length {fields['length']} replayed in {fields['data']['wall_s']:.1f} s", flush=True
+            )
 
     @contextmanager
     def mode_off():
@@ -70,8 +78,16 @@ def main(job_path: str, result_path: str) -> int:
             mode.call("enable")
 
     choices = {stage: Choice(*choice) for stage, choice in job["choices"].items()}
-    run_chain(BlockConfig(**job["block"]), job["lengths"], choices, mode.name, torch.device(job["device"]),
-              job["backward"], emit, mode_off)
+    run_chain(
+        BlockConfig(**job["block"]),
+        job["lengths"],
+        choices,
+        mode.name,
+        torch.device(job["device"]),
+        job["backward"],
+        emit,
+        mode_off,
+    )
     Path(result_path).write_text(json.dumps(found))
     return 0
 
@@ -93,8 +109,15 @@ def _run_one(job: dict, workdir: Path, timeout: float) -> dict:
     command = [sys.executable, "-m", "audit.chain_worker", str(job_path), str(result_path)]
     with open(log_path, "wb") as log:
         try:
-            done = subprocess.run(command, env=mode_environment(os.environ, get_mode(job["mode"]))[0], cwd=REPO, stdout=log,
-                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=timeout)
+            done = subprocess.run(
+                command,
+                env=mode_environment(os.environ, get_mode(job["mode"]))[0],
+                cwd=REPO,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                timeout=timeout,
+            )
             what = None if done.returncode == 0 and result_path.exists() else f"exited with status {done.returncode}"
         except subprocess.TimeoutExpired:
             what = f"timed out after {timeout:.0f} s"
@@ -116,11 +139,16 @@ def chain_report(job: dict, found: dict[str, dict]) -> dict:
         elif f["inputs_sha256"] != prints:
             results[mode] = {"unavailable": f"inputs in mode {mode} differ from mode {next(iter(found))}'s"}
         else:
-            lengths = {length: {**data, **ChainReplay.summary([ChainStage.model_validate(s) for s in data["stages"]])}
-                       for length, data in f["lengths"].items()}
+            lengths = {
+                length: {**data, **ChainReplay.summary([ChainStage.model_validate(s) for s in data["stages"]])}
+                for length, data in f["lengths"].items()
+            }
             results[mode] = {"description": f["description"], "lengths": lengths}
-    environment = collect(torch.device(job["device"]), {m: mode_environment(os.environ, get_mode(m))[1] for m in found},
-                          any(f.get("tf32", False) for f in ran))
+    environment = collect(
+        torch.device(job["device"]),
+        {m: mode_environment(os.environ, get_mode(m))[1] for m in found},
+        any(f.get("tf32", False) for f in ran),
+    )
     return {
         **header("h3_conditioning_chain_replay", "conditioning_chain", environment),
         "block": job["block"],

@@ -44,7 +44,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main(
-    _: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = None,
+    _: Annotated[
+        Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = None,
 ) -> None:
     """Audit whether library kernels give bitwise the same outputs and gradients as the references."""
 
@@ -67,13 +69,23 @@ class FailOn(str, Enum):
     differ = "differ"
 
 
-BaselineOpt = Annotated[Optional[Path], typer.Option(
-    "--baseline", help="Reports (a file or a directory) to diff the new reports against after writing them; "
-    "the diff is printed, and --fail-on defaults to regression.")]
-FailOnOpt = Annotated[Optional[FailOn], typer.Option(
-    "--fail-on", help="Exit 1 on: 'regression' (against --baseline; the default with one), 'differ' (any "
-    "comparison not bitwise equal, or any candidate not batch-invariant, baseline or not), 'none' (the "
-    "default without a baseline: exit 0 whatever the bits are).")]
+BaselineOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--baseline",
+        help="Reports (a file or a directory) to diff the new reports against after writing them; "
+        "the diff is printed, and --fail-on defaults to regression.",
+    ),
+]
+FailOnOpt = Annotated[
+    Optional[FailOn],
+    typer.Option(
+        "--fail-on",
+        help="Exit 1 on: 'regression' (against --baseline; the default with one), 'differ' (any "
+        "comparison not bitwise equal, or any candidate not batch-invariant, baseline or not), 'none' (the "
+        "default without a baseline: exit 0 whatever the bits are).",
+    ),
+]
 
 
 def _usage_error(message: str) -> typer.Exit:
@@ -88,8 +100,17 @@ def _seconds(value: float) -> float:
     return value
 
 
-Timeout = Annotated[float, typer.Option(callback=_seconds, help="Seconds one mode process may run before it is stopped (> 0).")]
-InheritEnv = Annotated[Optional[list[str]], typer.Option("--inherit-env", metavar="NAME", help="Keep this numerics variable (e.g. CUBLAS_WORKSPACE_CONFIG) from the shell in every mode process and record it; repeatable. Otherwise such variables are removed.")]
+Timeout = Annotated[
+    float, typer.Option(callback=_seconds, help="Seconds one mode process may run before it is stopped (> 0).")
+]
+InheritEnv = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--inherit-env",
+        metavar="NAME",
+        help="Keep this numerics variable (e.g. CUBLAS_WORKSPACE_CONFIG) from the shell in every mode process and record it; repeatable. Otherwise such variables are removed.",
+    ),
+]
 
 
 def _check_inherited(names: Optional[list[str]]) -> tuple[str, ...]:
@@ -119,15 +140,31 @@ def _load_adapters() -> None:
         raise _usage_error(str(exc)) from None
 
 
-ConfigOpt = Annotated[Optional[Path], typer.Option(
-    "--config", help="audit.toml naming Python environments ([environments] NAME = PYTHON) and the modes that run "
-    "in them ([modes] MODE = NAME). Default: ./audit.toml when it exists.")]
-EnvOpt = Annotated[Optional[list[str]], typer.Option(
-    "--env", metavar="NAME=PYTHON", help="Name an interpreter, e.g. another venv's bin/python; repeatable; adds to "
-    "or overrides audit.toml.")]
-ModeEnvOpt = Annotated[Optional[list[str]], typer.Option(
-    "--mode-env", metavar="MODE=NAME", help="Run MODE's process in environment NAME; repeatable. To run a mode "
-    "again in another environment, select it as --mode MODE@NAME.")]
+ConfigOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--config",
+        help="audit.toml naming Python environments ([environments] NAME = PYTHON) and the modes that run "
+        "in them ([modes] MODE = NAME). Default: ./audit.toml when it exists.",
+    ),
+]
+EnvOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--env",
+        metavar="NAME=PYTHON",
+        help="Name an interpreter, e.g. another venv's bin/python; repeatable; adds to or overrides audit.toml.",
+    ),
+]
+ModeEnvOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--mode-env",
+        metavar="MODE=NAME",
+        help="Run MODE's process in environment NAME; repeatable. To run a mode "
+        "again in another environment, select it as --mode MODE@NAME.",
+    ),
+]
 
 
 def _environments(config: Optional[Path], env: Optional[list[str]], mode_env: Optional[list[str]]):
@@ -159,8 +196,10 @@ def _check_selection(op: str, mode: Optional[list[str]], candidate: Optional[lis
     for m in mode or []:
         base, at, env = m.partition("@")
         if at and env not in named:
-            raise _usage_error(f"--mode {m}: environment {env!r} is not named (--env {env or 'NAME'}=PYTHON or "
-                               f"audit.toml); named: {', '.join(named) or 'none'}")
+            raise _usage_error(
+                f"--mode {m}: environment {env!r} is not named (--env {env or 'NAME'}=PYTHON or "
+                f"audit.toml); named: {', '.join(named) or 'none'}"
+            )
     slots = [*MODES, *(m for m in mode or [] if "@" in m)]
     known = {c.name for o in ops for c in candidates_for(o)}
     known |= {c.report_name(s) for o in ops for c in candidates_for(o) for s in slots if c.runs_in(s)}
@@ -187,17 +226,35 @@ def _resolve_device(device: Device):
 @app.command()
 def run(
     op: Annotated[str, typer.Option("--op", help=f"Op to audit, or 'all': {', '.join(OPS)}.")] = "all",
-    case: Annotated[Optional[list[int]], typer.Option("--case", help="Case size (rows); repeatable. Default: the op's cases (fewer on a CPU device).")] = None,
-    mode: Annotated[Optional[list[str]], typer.Option("--mode", help=f"Mode to run; repeatable. Default: every mode the op runs in ({', '.join(MODES)}).")] = None,
-    candidate: Annotated[Optional[list[str]], typer.Option("--candidate", help="Candidate to run (plus the references); repeatable. Default: all.")] = None,
+    case: Annotated[
+        Optional[list[int]],
+        typer.Option("--case", help="Case size (rows); repeatable. Default: the op's cases (fewer on a CPU device)."),
+    ] = None,
+    mode: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--mode", help=f"Mode to run; repeatable. Default: every mode the op runs in ({', '.join(MODES)})."
+        ),
+    ] = None,
+    candidate: Annotated[
+        Optional[list[str]],
+        typer.Option("--candidate", help="Candidate to run (plus the references); repeatable. Default: all."),
+    ] = None,
     device: Annotated[Device, typer.Option(help="Where candidates run; auto picks cuda when visible.")] = Device.auto,
-    out: Annotated[Optional[Path], typer.Option(help="Report file (one op) or directory. Default: audit-reports/.")] = None,
+    out: Annotated[
+        Optional[Path], typer.Option(help="Report file (one op) or directory. Default: audit-reports/.")
+    ] = None,
     timeout: Timeout = 3600.0,
     inherit_env: InheritEnv = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print no tables, only where the reports went.")] = False,
-    repeats: Annotated[int, typer.Option(help="Times every candidate, references included, computes each case; "
-                                         "a tensor whose runs differ is marked not repeatable (nondeterministic). "
-                                         "1 turns the check off.")] = 2,
+    repeats: Annotated[
+        int,
+        typer.Option(
+            help="Times every candidate, references included, computes each case; "
+            "a tensor whose runs differ is marked not repeatable (nondeterministic). "
+            "1 turns the check off."
+        ),
+    ] = 2,
     baseline: BaselineOpt = None,
     fail_on: FailOnOpt = None,
     config: ConfigOpt = None,
@@ -243,7 +300,9 @@ class Gate:
     fail_on: str
 
 
-def _gate_for(baseline: Optional[Path], fail_on: Optional[FailOn], kind: str, ops: list[str], quick: bool = False) -> Gate:
+def _gate_for(
+    baseline: Optional[Path], fail_on: Optional[FailOn], kind: str, ops: list[str], quick: bool = False
+) -> Gate:
     """Load and check --baseline before any computation: unusable input exits 2."""
     from reports.diff import DiffInputError, baselined_ops, load_set
 
@@ -258,8 +317,10 @@ def _gate_for(baseline: Optional[Path], fail_on: Optional[FailOn], kind: str, op
         raise typer.BadParameter(str(exc), param_hint="--baseline") from None
     covered = baselined_ops(found, kind, ops, quick)
     if not covered:
-        raise typer.BadParameter(f"{baseline} holds no {kind} report for {', '.join(ops)}"
-                                 + (" (quick)" if quick else ""), param_hint="--baseline")
+        raise typer.BadParameter(
+            f"{baseline} holds no {kind} report for {', '.join(ops)}" + (" (quick)" if quick else ""),
+            param_hint="--baseline",
+        )
     missing = [op for op in ops if op not in covered]
     if missing:
         err.print(f"[yellow]--baseline has no {kind} report for {escape(', '.join(missing))}: not gated[/]")
@@ -278,8 +339,10 @@ def _run_plans(plans, timeout: float, assemble, paths: dict[str, Path], unit: st
     from .interrupts import Terminated, sigterm_raises
 
     for p in [p for p in plans if not p.by_mode]:
-        err.print(f"[yellow]{p.op.name}: none of the selected modes and candidates runs for this op "
-                  f"(row ops run in plain mode only); no report[/]")
+        err.print(
+            f"[yellow]{p.op.name}: none of the selected modes and candidates runs for this op "
+            f"(row ops run in plain mode only); no report[/]"
+        )
     plans = [p for p in plans if p.by_mode]
     if not plans:
         raise typer.BadParameter("nothing to run for the selected op, modes and candidates")
@@ -289,8 +352,10 @@ def _run_plans(plans, timeout: float, assemble, paths: dict[str, Path], unit: st
             _progress_run(plans, timeout, assemble, paths, unit, written)
     except (KeyboardInterrupt, Terminated) as exc:
         what = "terminated" if isinstance(exc, Terminated) else "interrupted"
-        err.print(f"[red]{what}: mode processes stopped, temporary files removed; reports already "
-                  f"written: {escape(', '.join(str(p) for p, _ in written) or 'none')}[/]")
+        err.print(
+            f"[red]{what}: mode processes stopped, temporary files removed; reports already "
+            f"written: {escape(', '.join(str(p) for p, _ in written) or 'none')}[/]"
+        )
         raise typer.Exit(143 if isinstance(exc, Terminated) else 130)
     for path, report in written:
         if not quiet:
@@ -311,8 +376,15 @@ def _progress_run(plans, timeout: float, assemble, paths: dict[str, Path], unit:
     from .runner import run_plan
 
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
-        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err, transient=False,
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(unit),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=err,
+        transient=False,
     ) as progress:
         for p in plans:
             task = progress.add_task(f"{p.op.name}", total=p.total)
@@ -329,12 +401,27 @@ def _progress_run(plans, timeout: float, assemble, paths: dict[str, Path], unit:
 @app.command("prior-art")
 def prior_art(
     op: Annotated[str, typer.Option("--op", help=f"Op to check, or 'all': {', '.join(OPS)}.")] = "all",
-    mode: Annotated[Optional[list[str]], typer.Option("--mode", help="Mode to run; repeatable. Default: every mode (row ops: plain only).")] = None,
-    candidate: Annotated[Optional[list[str]], typer.Option("--candidate", help="Candidate to check; repeatable. Default: all.")] = None,
-    quick: Annotated[bool, typer.Option("--quick", help="Small sizes for smoke tests; the report says quick: true.")] = False,
+    mode: Annotated[
+        Optional[list[str]],
+        typer.Option("--mode", help="Mode to run; repeatable. Default: every mode (row ops: plain only)."),
+    ] = None,
+    candidate: Annotated[
+        Optional[list[str]], typer.Option("--candidate", help="Candidate to check; repeatable. Default: all.")
+    ] = None,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Small sizes for smoke tests; the report says quick: true.")
+    ] = False,
     device: Annotated[Device, typer.Option(help="Where candidates run; auto picks cuda when visible.")] = Device.auto,
-    out: Annotated[Optional[Path], typer.Option(help="Report file (one op) or directory. Default: audit-reports/.")] = None,
-    megatron_src: Annotated[Optional[Path], typer.Option("--megatron-src", help="A Megatron-LM source tree to use instead of the installed megatron-core; its commit goes into the report.")] = None,
+    out: Annotated[
+        Optional[Path], typer.Option(help="Report file (one op) or directory. Default: audit-reports/.")
+    ] = None,
+    megatron_src: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--megatron-src",
+            help="A Megatron-LM source tree to use instead of the installed megatron-core; its commit goes into the report.",
+        ),
+    ] = None,
     timeout: Timeout = 3600.0,
     inherit_env: InheritEnv = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print no tables, only where the reports went.")] = False,
@@ -364,10 +451,18 @@ def prior_art(
     for name in ops:
         spec = get_op(name)
         sizes = sizes_json(sizes_for(spec, quick))
-        plans.append(plan(spec, "prior_art", _modes_for(spec, mode), candidate, CHECKS, dev, inherited, envs,
-                          sizes=sizes))
-    _run_plans(plans, timeout, lambda p, outcome: prior_art_report(p, outcome, quick, commit), paths,
-               "candidate × check", quiet, gate)
+        plans.append(
+            plan(spec, "prior_art", _modes_for(spec, mode), candidate, CHECKS, dev, inherited, envs, sizes=sizes)
+        )
+    _run_plans(
+        plans,
+        timeout,
+        lambda p, outcome: prior_art_report(p, outcome, quick, commit),
+        paths,
+        "candidate × check",
+        quiet,
+        gate,
+    )
 
 
 def _use_megatron_src(path: Optional[Path]) -> Optional[str]:
@@ -375,7 +470,9 @@ def _use_megatron_src(path: Optional[Path]) -> Optional[str]:
     if path is None:
         return None
     if not (path / "megatron" / "core").is_dir():
-        raise typer.BadParameter(f"{path} has no megatron/core: not a Megatron-LM source tree", param_hint="--megatron-src")
+        raise typer.BadParameter(
+            f"{path} has no megatron/core: not a Megatron-LM source tree", param_hint="--megatron-src"
+        )
     os.environ["AUDIT_MEGATRON_SRC"] = str(path.resolve())
     from adapters.megatron import source_commit
 
@@ -428,9 +525,16 @@ def plot(
 @app.command()
 def show(
     files: Annotated[list[Path], typer.Argument(help="Report files of either kind.")],
-    format: Annotated[Format, typer.Option("--format", "-f", help="table (rich), markdown (for CI summaries) or json.")] = Format.table,
-    only_differ: Annotated[bool, typer.Option("--only-differ", help="Hide equal cells, and rows and tables left empty.")] = False,
-    candidate: Annotated[Optional[str], typer.Option("--candidate", help="Show only what involves this candidate (e.g. liger, diffusers[sglang]).")] = None,
+    format: Annotated[
+        Format, typer.Option("--format", "-f", help="table (rich), markdown (for CI summaries) or json.")
+    ] = Format.table,
+    only_differ: Annotated[
+        bool, typer.Option("--only-differ", help="Hide equal cells, and rows and tables left empty.")
+    ] = False,
+    candidate: Annotated[
+        Optional[str],
+        typer.Option("--candidate", help="Show only what involves this candidate (e.g. liger, diffusers[sglang])."),
+    ] = None,
     max_size: MaxSize = MAX_REPORT_MB,
 ) -> None:
     """Render reports: the verdict table first (one line per candidate and reference, each pair
@@ -464,7 +568,9 @@ def _names_candidate(report, name: str) -> bool:
 def diff(
     old: Annotated[Path, typer.Argument(help="Earlier reports: a file or a directory.")],
     new: Annotated[Path, typer.Argument(help="Later reports of the same kind: a file or a directory.")],
-    format: Annotated[Format, typer.Option("--format", "-f", help="table (rich), markdown (for CI summaries) or json.")] = Format.table,
+    format: Annotated[
+        Format, typer.Option("--format", "-f", help="table (rich), markdown (for CI summaries) or json.")
+    ] = Format.table,
 ) -> None:
     """What changed from OLD to NEW, matched by report kind and op: environment (GPU, torch, CUDA,
     libraries, mode variables), candidates and cases that appeared or disappeared, and each change
@@ -514,7 +620,10 @@ def validate(
 
 @app.command()
 def schema(
-    kind: Annotated[Optional[str], typer.Option(help="h3_bitwise_reuse, h3_prior_art or h3_conditioning_chain_replay; default: any.")] = None,
+    kind: Annotated[
+        Optional[str],
+        typer.Option(help="h3_bitwise_reuse, h3_prior_art or h3_conditioning_chain_replay; default: any."),
+    ] = None,
 ) -> None:
     """Print the JSON Schema generated from the report models."""
     from reports.schema import KINDS, json_schema

@@ -11,8 +11,11 @@ from rich.table import Table
 
 from .cli import ConfigOpt, Device, EnvOpt, ModeEnvOpt, _environments, _resolve_device, app, console
 
-env_app = typer.Typer(help="Named Python environments (audit.toml, --env): what each holds and what can run there.",
-                      no_args_is_help=True, rich_markup_mode=None)
+env_app = typer.Typer(
+    help="Named Python environments (audit.toml, --env): what each holds and what can run there.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 app.add_typer(env_app, name="env")
 
 
@@ -30,8 +33,10 @@ def env_check(
 
     envs = _environments(config, env, mode_env)
     if not envs.pythons:
-        console.print("no environments configured: every mode runs in this interpreter "
-                      "(name some in audit.toml or with --env NAME=PYTHON)")
+        console.print(
+            "no environments configured: every mode runs in this interpreter "
+            "(name some in audit.toml or with --env NAME=PYTHON)"
+        )
         return
     dev = _resolve_device(device)
     broken = False
@@ -48,12 +53,18 @@ def env_check(
             console.print(table)
             continue
         libraries = ", ".join(f"{k} {v}" for k, v in found["libraries"].items() if v) or "none"
-        table.add_row("python / torch / CUDA", escape(f"{found['python_version']} / {found['torch']} / {found['cuda']}"))
+        table.add_row(
+            "python / torch / CUDA", escape(f"{found['python_version']} / {found['torch']} / {found['cuda']}")
+        )
         table.add_row("libraries", escape(libraries))
         runnable = found["availability"]
-        table.add_row("modes that can run", escape(", ".join(m for m, r in runnable["modes"].items() if r is None) or "none"))
+        table.add_row(
+            "modes that can run", escape(", ".join(m for m, r in runnable["modes"].items() if r is None) or "none")
+        )
         for op_name, cands in runnable["candidates"].items():
-            table.add_row(f"{op_name} candidates", escape(", ".join(c for c, r in cands.items() if r is None) or "none"))
+            table.add_row(
+                f"{op_name} candidates", escape(", ".join(c for c, r in cands.items() if r is None) or "none")
+            )
         console.print(table)
     if broken:
         raise typer.Exit(1)

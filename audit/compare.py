@@ -35,8 +35,8 @@ def bit_patterns(t: torch.Tensor) -> torch.Tensor:
 
 def hist_labels() -> list[str]:
     """The ULP histogram's bucket names, in order."""
-    labels = ["1", "2"] + [f"{2 ** (k - 1) + 1}-{2 ** k}" for k in range(2, HIST_TOP + 1)]
-    return labels + [f">{2 ** HIST_TOP}", "non-finite"]
+    labels = ["1", "2"] + [f"{2 ** (k - 1) + 1}-{2**k}" for k in range(2, HIST_TOP + 1)]
+    return labels + [f">{2**HIST_TOP}", "non-finite"]
 
 
 def ordered_bits(t: torch.Tensor) -> torch.Tensor:

@@ -25,4 +25,3 @@ def availability(device: torch.device) -> dict:
         "modes": {m.name: _mode_problem(m) for m in MODES.values()},
         "candidates": {op: {c.name: unavailable_reason(c, device) for c in candidates_for(op)} for op in OPS},
     }
-

@@ -57,8 +57,12 @@ def interpreter() -> dict:
     }
 
 
-def collect(device: torch.device, mode_environment: dict[str, dict[str, str]], tf32: bool,
-            interpreters: dict[str, dict] | None = None) -> dict:
+def collect(
+    device: torch.device,
+    mode_environment: dict[str, dict[str, str]],
+    tf32: bool,
+    interpreters: dict[str, dict] | None = None,
+) -> dict:
     """What ran where: GPU and capability (null on a CPU device), versions, TF32 state, and per mode
     the numerics variables its process had. ``tf32`` is what the mode processes ran with. The
     top-level versions are the audit's own process's; ``interpreters`` (what each mode's worker
@@ -77,5 +81,7 @@ def collect(device: torch.device, mode_environment: dict[str, dict[str, str]], t
         "tf32": tf32,
         "libraries": {name: version(name) for name in LIBRARIES},
         "mode_environment": mode_environment,
-        **({"modes": interpreters} if interpreters and any(i.get("environment") for i in interpreters.values()) else {}),
+        **(
+            {"modes": interpreters} if interpreters and any(i.get("environment") for i in interpreters.values()) else {}
+        ),
     }

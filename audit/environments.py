@@ -111,8 +111,10 @@ def load(config: Path | None, envs: list[str], mode_envs: list[str], known_modes
         if mode not in known_modes:
             raise ConfigError(f"mode {mode!r} is not a mode; valid: {', '.join(known_modes)}")
         if env not in pythons:
-            raise ConfigError(f"mode {mode} is mapped to environment {env!r}, which is not named; named: "
-                              f"{', '.join(pythons) or 'none'}")
+            raise ConfigError(
+                f"mode {mode} is mapped to environment {env!r}, which is not named; named: "
+                f"{', '.join(pythons) or 'none'}"
+            )
     return Environments(pythons, modes)
 
 
@@ -163,8 +165,15 @@ def _probe(python: str, needs_cuda: bool, availability_on: str | None) -> dict:
     code = PROBE.replace("MIN", repr(MIN_PYTHON)).replace("DEVICE", repr(availability_on))
     timeout = PROBE_TIMEOUT_S * (3 if availability_on else 1)
     try:
-        done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=REPO,
-                              stdin=subprocess.DEVNULL, env=worker_environment())
+        done = subprocess.run(
+            [python, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            env=worker_environment(),
+        )
     except OSError as exc:
         return {"python": python, "problem": f"{python} cannot be run: {exc.strerror or exc}"}
     except subprocess.TimeoutExpired:
@@ -176,8 +185,10 @@ def _probe(python: str, needs_cuda: bool, availability_on: str | None) -> dict:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return {"python": python, "problem": f"{python} is not a usable Python (exit {done.returncode}): {tail}"}
     if "problem" not in info and needs_cuda and not info.get("cuda_available"):
-        info["problem"] = (f"its torch {info.get('torch')} (CUDA {info.get('cuda')}) sees no CUDA device: "
-                           "a CPU build, or a CUDA build that does not match this GPU's driver")
+        info["problem"] = (
+            f"its torch {info.get('torch')} (CUDA {info.get('cuda')}) sees no CUDA device: "
+            "a CPU build, or a CUDA build that does not match this GPU's driver"
+        )
     return info
 
 

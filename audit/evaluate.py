@@ -42,6 +42,8 @@ def evaluate(
         got = torch.autograd.grad(outs[0], [leaves[n] for n in wanted], grad_outputs=grad_out, allow_unused=True)
         for name, g in zip(wanted, got):
             if g is None:
-                raise RuntimeError(f"output does not depend on input {name!r}, which the candidate declares differentiable")
+                raise RuntimeError(
+                    f"output does not depend on input {name!r}, which the candidate declares differentiable"
+                )
             grads[name] = g
     return [o.detach() for o in outs], grads

@@ -51,12 +51,16 @@ LAYOUTS: dict[tuple[str, str], Layout] = {
     # column-parallel: the output features (w's rows, b) split; temb's gradient is a reduction
     ("adaln_projection", "tp_column"): Layout("tp_column", {"w": 0, "b": 0}, out=1, grad_out=1),
     # row-parallel: the 2688-wide reduction split (temb's and w's columns); partial outputs summed
-    ("adaln_projection", "tp_row"): Layout("tp_row", {"temb": 1, "w": 1, "b": "rank0"}, out="reduce", grad_out="replicate"),
+    ("adaln_projection", "tp_row"): Layout(
+        "tp_row", {"temb": 1, "w": 1, "b": "rank0"}, out="reduce", grad_out="replicate"
+    ),
     ("adaln_projection", "sp_rows"): Layout("sp_rows", {"temb": 0}),
     # the second linear column-parallel
     ("timestep_mlp", "tp_column"): Layout("tp_column", {"w2": 0, "b2": 0}, out=1, grad_out=1),
     # the first linear column-parallel, the second row-parallel (Megatron's MLP split)
-    ("timestep_mlp", "tp_row"): Layout("tp_row", {"w1": 0, "b1": 0, "w2": 1, "b2": "rank0"}, out="reduce", grad_out="replicate"),
+    ("timestep_mlp", "tp_row"): Layout(
+        "tp_row", {"w1": 0, "b1": 0, "w2": 1, "b2": "rank0"}, out="reduce", grad_out="replicate"
+    ),
     ("timestep_mlp", "sp_rows"): Layout("sp_rows", {"x": 0}),
     ("norm_modulate", "sp_rows"): Layout("sp_rows", {"x": 0, "idx": 0}),
     ("gate_residual", "sp_rows"): Layout("sp_rows", {"res": 0, "y": 0, "idx": 0}),

@@ -39,8 +39,9 @@ def candidate_lines(device: torch.device) -> list[CandidateLine]:
     for spec in OPS.values():
         for c in candidates_for(spec.name):
             grads = ", ".join(spec.grads if c.grads is None else c.grads) or "none (forward only)"
-            lines.append(CandidateLine(spec.name, c.name, "all" if c.all_modes else c.mode, grads,
-                                       unavailable_reason(c, device)))
+            lines.append(
+                CandidateLine(spec.name, c.name, "all" if c.all_modes else c.mode, grads, unavailable_reason(c, device))
+            )
     return lines
 
 

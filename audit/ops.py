@@ -138,9 +138,13 @@ OPS: dict[str, OpSpec] = {
             summary="linear2(silu(linear1(x))), fp32 (TimestepEmbedding(256, 5376, out_dim=2688))",
             inputs=(
                 InputSpec("x", _rows(FREQ_CHANNELS), _f32, Normal(2), rows=True, grad=True),
-                InputSpec("w1", _fixed(TIME_MLP_HIDDEN, FREQ_CHANNELS), _f32, Normal(3, FREQ_CHANNELS**-0.5), False, True),
+                InputSpec(
+                    "w1", _fixed(TIME_MLP_HIDDEN, FREQ_CHANNELS), _f32, Normal(3, FREQ_CHANNELS**-0.5), False, True
+                ),
                 InputSpec("b1", _fixed(TIME_MLP_HIDDEN), _f32, Normal(4, 0.02), rows=False, grad=True),
-                InputSpec("w2", _fixed(TIME_EMBED, TIME_MLP_HIDDEN), _f32, Normal(5, TIME_MLP_HIDDEN**-0.5), False, True),
+                InputSpec(
+                    "w2", _fixed(TIME_EMBED, TIME_MLP_HIDDEN), _f32, Normal(5, TIME_MLP_HIDDEN**-0.5), False, True
+                ),
                 InputSpec("b2", _fixed(TIME_EMBED), _f32, Normal(6, 0.02), rows=False, grad=True),
             ),
             out_shape=_rows(TIME_EMBED),

@@ -61,7 +61,9 @@ def default_backend(device: torch.device) -> str:
     return "nccl" if device.type == "cuda" else "gloo"
 
 
-def shard_problem(c: Candidate, op: OpSpec, layout: Layout, ranks: int, cases: list[int], device: torch.device) -> str | None:
+def shard_problem(
+    c: Candidate, op: OpSpec, layout: Layout, ranks: int, cases: list[int], device: torch.device
+) -> str | None:
     """Why ``c`` cannot run this layout's shards (None when it can): uneven splits for anyone;
     for rl_kernel's GEMM kernels, the split counts of its reference and, on a GPU, 128-wide tiles."""
     for rows in cases:
@@ -74,7 +76,11 @@ def shard_problem(c: Candidate, op: OpSpec, layout: Layout, ranks: int, cases: l
 
     shapes = shard_shapes(op, layout, max(cases), ranks)
     meta = {s.name: torch.empty(shapes[s.name], dtype=s.dtype, device="meta") for s in op.inputs}
-    check = reference_gemm.check_timestep_mlp_args if op.name == "timestep_mlp" else reference_gemm.check_adaln_projection_args
+    check = (
+        reference_gemm.check_timestep_mlp_args
+        if op.name == "timestep_mlp"
+        else reference_gemm.check_adaln_projection_args
+    )
     try:
         check(*meta.values())
     except ValueError as exc:
@@ -95,8 +101,15 @@ def default_cases(op: OpSpec, layout: Layout, ranks: int, device: torch.device) 
     return list(op.cpu_cases if device.type == "cpu" else op.cases)
 
 
-def plan_parallel(op: OpSpec, layout_name: str, ranks: int, backend: str | None, device: torch.device,
-                  cases: list[int] | None, names: list[str] | None) -> ParallelPlan:
+def plan_parallel(
+    op: OpSpec,
+    layout_name: str,
+    ranks: int,
+    backend: str | None,
+    device: torch.device,
+    cases: list[int] | None,
+    names: list[str] | None,
+) -> ParallelPlan:
     """Candidates that run in plain mode for ``op`` (or those named), each checked against the
     shards and against this machine before anything starts; ``cases`` None: ``default_cases``."""
     layout = layout_for(op.name, layout_name)
@@ -110,8 +123,9 @@ def plan_parallel(op: OpSpec, layout_name: str, ranks: int, backend: str | None,
             unavailable[c.name] = reason
         else:
             runnable.append(c)
-    return ParallelPlan(op, layout, ranks, backend or default_backend(device), device, cases, runnable,
-                        cannot_shard, unavailable)
+    return ParallelPlan(
+        op, layout, ranks, backend or default_backend(device), device, cases, runnable, cannot_shard, unavailable
+    )
 
 
 def _free_port() -> int:
@@ -125,19 +139,47 @@ def run_candidate(p: ParallelPlan, c: Candidate, timeout: float, workdir: Path) 
     ``unavailable`` (which rank failed and why) when the run did not finish."""
     folder = workdir / c.name
     folder.mkdir(parents=True)
-    job = {"op": p.op.name, "layout": p.layout.name, "candidate": c.name, "cases": p.cases, "device": str(p.device),
-           "backend": p.backend, "folder": str(folder)}
+    job = {
+        "op": p.op.name,
+        "layout": p.layout.name,
+        "candidate": c.name,
+        "cases": p.cases,
+        "device": str(p.device),
+        "backend": p.backend,
+        "folder": str(folder),
+    }
     job_path = folder / "job.json"
     job_path.write_text(json.dumps(job))
     log = folder / "torchrun.log"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-           **nccl_environment("nccl"), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={p.ranks}", "--nnodes=1",
-               "--master-addr=127.0.0.1", f"--master-port={_free_port()}", "--max-restarts=0",
-               "-m", "audit.parallel_rank", str(job_path)]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        **nccl_environment("nccl"),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={p.ranks}",
+        "--nnodes=1",
+        "--master-addr=127.0.0.1",
+        f"--master-port={_free_port()}",
+        "--max-restarts=0",
+        "-m",
+        "audit.parallel_rank",
+        str(job_path),
+    ]
     with open(log, "wb") as out:
-        proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            command,
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             code = proc.wait(timeout=timeout)
             timed_out = False

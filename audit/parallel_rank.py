@@ -58,6 +58,7 @@ def combine(layout: Layout, outs: list[torch.Tensor], grads: dict[str, torch.Ten
     """{reduction: (outputs, gradients)}, the whole tensors from this rank's shard as the layout puts
     them together. A gathered (or rank-0) tensor is the same object under both reductions: it is
     gathered once, and only the reduced tensors are summed each way."""
+
     def both(t: torch.Tensor, where) -> dict[str, torch.Tensor]:
         if where in ("reduce", "replicate"):
             return {how: reduce(t, how) for how in REDUCTIONS}

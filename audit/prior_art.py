@@ -94,8 +94,9 @@ def take_rows(t: torch.Tensor, index: torch.Tensor | slice) -> torch.Tensor:
 class Checker:
     """Runs one candidate's checks on one device."""
 
-    def __init__(self, c: Candidate, op: OpSpec, mode: Mode, device: torch.device, sizes: Sizes,
-                 input_cache: dict | None = None):
+    def __init__(
+        self, c: Candidate, op: OpSpec, mode: Mode, device: torch.device, sizes: Sizes, input_cache: dict | None = None
+    ):
         self.c, self.op, self.mode, self.device, self.sizes = c, op, mode, device, sizes
         self.input_cache = {} if input_cache is None else input_cache  # (rows, seed) -> inputs, shared by candidates
         wanted = differentiated(c, op)
@@ -113,8 +114,10 @@ class Checker:
             if params is None:
                 params = {s.name: draw_input(s, 1, seed).to(self.device) for s in self.op.inputs if not s.rows}
                 self.input_cache["params"] = params
-            inputs = {s.name: params[s.name] if not s.rows else draw_input(s, rows, seed).to(self.device)
-                      for s in self.op.inputs}
+            inputs = {
+                s.name: params[s.name] if not s.rows else draw_input(s, rows, seed).to(self.device)
+                for s in self.op.inputs
+            }
             self.input_cache[key] = (inputs, draw_grad_out(self.op, rows, seed).to(self.device))
         return self.input_cache[key]
 
@@ -128,6 +131,7 @@ class Checker:
 
     def row_differs(self, got: Result, want: Result) -> tuple[torch.Tensor, torch.Tensor]:
         """Per row of ``got``: (output differs, some row gradient differs), as device booleans."""
+
         def per_row(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             return (bit_patterns(a) != bit_patterns(b)).reshape(a.shape[0], -1).any(dim=1)
 
@@ -149,8 +153,12 @@ class Checker:
             for seed in self.sizes.seeds:
                 inputs, g = self.case_inputs(n, seed)
                 full = self.run(inputs, g)
-                flags = [self.row_differs(self.run(self.rows(inputs, slice(i, i + 1)), g[i : i + 1]),
-                                          self.sliced(full, slice(i, i + 1))) for i in range(n)]
+                flags = [
+                    self.row_differs(
+                        self.run(self.rows(inputs, slice(i, i + 1)), g[i : i + 1]), self.sliced(full, slice(i, i + 1))
+                    )
+                    for i in range(n)
+                ]
                 fwd_bad += int(torch.cat([f for f, _ in flags]).sum())
                 grad_bad += int(torch.cat([r for _, r in flags]).sum())
             out[str(n)] = {"rows": n * len(self.sizes.seeds), "fwd_differ": fwd_bad, "rowgrad_differ": grad_bad}
@@ -183,8 +191,13 @@ class Checker:
                 totals = torch.stack(flags).sum(dim=0).tolist()
                 fwd_bad, grad_bad = fwd_bad + totals[0], grad_bad + totals[1]
             del inputs, g, full
-        return {"full_batch": full_n, "sub_batch_sizes": list(sizes), "sub_batches": count,
-                "fwd_differ": int(fwd_bad), "rowgrad_differ": int(grad_bad)}
+        return {
+            "full_batch": full_n,
+            "sub_batch_sizes": list(sizes),
+            "sub_batches": count,
+            "fwd_differ": int(fwd_bad),
+            "rowgrad_differ": int(grad_bad),
+        }
 
     def batch_size_sweep(self) -> dict:
         n = self.sizes.sweep_rows
@@ -198,8 +211,11 @@ class Checker:
                 others = torch.tensor([r for r in range(n) if r != p])
                 gen = torch.Generator().manual_seed(seed * 100_003 + p)
                 shuffled = others[torch.randperm(n - 1, generator=gen)]
-                batches = [(m, pos, torch.cat([shuffled[:pos], torch.tensor([p]), shuffled[pos : m - 1]]))
-                           for m in sizes for pos in positions(m)]
+                batches = [
+                    (m, pos, torch.cat([shuffled[:pos], torch.tensor([p]), shuffled[pos : m - 1]]))
+                    for m in sizes
+                    for pos in positions(m)
+                ]
                 batches.append((n, n - 1 - p, torch.arange(n - 1, -1, -1)))  # the whole batch reversed
                 for m, pos, order in batches:
                     order = order.to(self.device)
@@ -213,8 +229,13 @@ class Checker:
                     differ += 1
                     if len(failures) < MAX_FAILURES:
                         failures.append({"seed": seed, "batch": m, "position": pos, "row": p})
-        return {"batch_sizes": sizes, "probe_rows": probes, "comparisons": comparisons, "differ": differ,
-                "first_failures": failures}
+        return {
+            "batch_sizes": sizes,
+            "probe_rows": probes,
+            "comparisons": comparisons,
+            "differ": differ,
+            "first_failures": failures,
+        }
 
     @contextlib.contextmanager
     def mode_off(self):
@@ -259,8 +280,10 @@ class Checker:
             if targets:
                 torch.autograd.grad(out, targets, grad_outputs=g)
 
-        return {"fwd_us": median_us(forward, self.device, self.sizes),
-                "fwd_bwd_us": median_us(forward_backward, self.device, self.sizes)}
+        return {
+            "fwd_us": median_us(forward, self.device, self.sizes),
+            "fwd_bwd_us": median_us(forward_backward, self.device, self.sizes),
+        }
 
 
 def rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
@@ -276,7 +299,9 @@ def median_us(fn: Callable[[], object], device: torch.device, sizes: Sizes) -> f
     for _ in range(sizes.warmup):
         fn()
     if device.type == "cuda":
-        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(sizes.samples)]
+        pairs = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(sizes.samples)
+        ]
         torch.cuda.synchronize(device)
         for start, end in pairs:
             start.record()
@@ -308,7 +333,8 @@ def check_candidate(checker: Checker, on_step: Callable[[str, dict], None]) -> d
     bi["batch_invariant"] = (
         all(r["fwd_differ"] == 0 and r["rowgrad_differ"] == 0 for r in bi["all_rows"].values())
         and bi["params_repeatable"]
-        and sub["fwd_differ"] == 0 and sub["rowgrad_differ"] == 0
+        and sub["fwd_differ"] == 0
+        and sub["rowgrad_differ"] == 0
         and sweep["differ"] == 0
     )
     on_step("batch_size_sweep", result)
@@ -317,8 +343,14 @@ def check_candidate(checker: Checker, on_step: Callable[[str, dict], None]) -> d
     return result
 
 
-def run_prior_art(job: dict, op: OpSpec, mode: Mode, device: torch.device,
-                  runnable: list[tuple[str, Candidate]], emit: Callable[..., None]) -> None:
+def run_prior_art(
+    job: dict,
+    op: OpSpec,
+    mode: Mode,
+    device: torch.device,
+    runnable: list[tuple[str, Candidate]],
+    emit: Callable[..., None],
+) -> None:
     """Events per candidate: ``start``/``done`` per check (``data`` is the result so far), or
     ``failed`` with the reason."""
     sizes = Sizes(**{k: tuple(v) if isinstance(v, list) else v for k, v in job["sizes"].items()})

@@ -57,8 +57,15 @@ class Plan:
 
 
 def plan(
-    op: OpSpec, task_name: str, modes: list[str], names: list[str] | None, units: list, device: torch.device,
-    inherit_env: tuple[str, ...] = (), environments: Environments | None = None, **options
+    op: OpSpec,
+    task_name: str,
+    modes: list[str],
+    names: list[str] | None,
+    units: list,
+    device: torch.device,
+    inherit_env: tuple[str, ...] = (),
+    environments: Environments | None = None,
+    **options,
 ) -> Plan:
     """Candidates per mode, references first, for the task named ``task_name`` (``TASKS``);
     ``names`` filters by candidate or report name, but a task that needs the references always
@@ -312,7 +319,11 @@ def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, timeout: floa
         if "problem" in found:
             reason = f"environment {env_name} ({python}): {found['problem']}"
             outcome.modes[mode.name] = {"unavailable": reason}
-            outcome.interpreters[mode.name] = {"environment": env_name, "python": python, "unavailable": found["problem"]}
+            outcome.interpreters[mode.name] = {
+                "environment": env_name,
+                "python": python,
+                "unavailable": found["problem"],
+            }
             run.give_up_all(reason)
             return
         env["PYTHONPATH"] = worker_path()

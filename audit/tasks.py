@@ -79,8 +79,10 @@ def _work_prior_art(job, op, mode, device, runnable, emit) -> None:
     run_prior_art(job, op, mode, device, runnable, emit)
 
 
-BITWISE = Task("bitwise", "case", needs_references=True, all_or_nothing=False, record=_record_bitwise,
-               work=_work_bitwise)
-PRIOR_ART = Task("prior_art", "check", needs_references=False, all_or_nothing=True, record=_record_prior_art,
-                 work=_work_prior_art)
+BITWISE = Task(
+    "bitwise", "case", needs_references=True, all_or_nothing=False, record=_record_bitwise, work=_work_bitwise
+)
+PRIOR_ART = Task(
+    "prior_art", "check", needs_references=False, all_or_nothing=True, record=_record_prior_art, work=_work_prior_art
+)
 TASKS = {t.name: t for t in (BITWISE, PRIOR_ART)}

@@ -136,9 +136,11 @@ def main() -> None:
         "copy_gbs": copy_gbs,
         "kernels": kernels,
         "timing": f"median of {args.iters} CUDA-event samples after {args.warmup} warm-ups",
-        "targets": {"timestep_mlp": "fwd+bwd at T=2048 within 1.5x of cuBLAS FP32",
-                    "adaln_projection": "issue 13: fwd+bwd <= 1.15x cuBLAS at T=2048 and 8192, <= 1.3x at"
-                                        " T=1, 64, 256; fwd <= 1.1x at T=2048"},
+        "targets": {
+            "timestep_mlp": "fwd+bwd at T=2048 within 1.5x of cuBLAS FP32",
+            "adaln_projection": "issue 13: fwd+bwd <= 1.15x cuBLAS at T=2048 and 8192, <= 1.3x at"
+            " T=1, 64, 256; fwd <= 1.1x at T=2048",
+        },
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "results": results,
     }

@@ -73,7 +73,9 @@ _IEEE = {"TRITON_F32_DEFAULT": "ieee"}
 # SGLang sends bf16 mm to DeepGEMM on sm_90+ when deep_gemm imports, unless this is "0" (read at import)
 SGLANG_DEEPGEMM = "SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_DEEPGEMM"
 _SGLANG = dict(library="sglang", enable="adapters.sglang:enable_mode", disable="adapters.sglang:disable_mode")
-_MEGATRON = dict(library="megatron-core", enable="adapters.megatron:enable_mode", disable="adapters.megatron:disable_mode")
+_MEGATRON = dict(
+    library="megatron-core", enable="adapters.megatron:enable_mode", disable="adapters.megatron:disable_mode"
+)
 
 MODES: dict[str, Mode] = {
     m.name: m

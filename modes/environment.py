@@ -30,7 +30,9 @@ def is_numerics_variable(name: str) -> bool:
     return name in NUMERICS_VARIABLES or name.startswith(NUMERICS_PREFIXES)
 
 
-def mode_environment(base: Mapping[str, str], mode: Mode, inherit: Collection[str] = ()) -> tuple[dict[str, str], dict[str, str]]:
+def mode_environment(
+    base: Mapping[str, str], mode: Mode, inherit: Collection[str] = ()
+) -> tuple[dict[str, str], dict[str, str]]:
     """(the environment for ``mode``'s process, what the report records of it). The process gets
     ``base`` without its numerics variables (except those named in ``inherit``), then the mode's
     own variables on top; the record is every numerics or inherited variable the process has."""

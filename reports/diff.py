@@ -26,8 +26,18 @@ from typing import Literal
 from pydantic import BaseModel
 
 from .io import ReportError, load_report
-from .schema import (KINDS, BitwiseReport, CaseComparison, ChainReplay, ChainReport, Cmp, Environment, PriorArtReport,
-                     Report, Unavailable)
+from .schema import (
+    KINDS,
+    BitwiseReport,
+    CaseComparison,
+    ChainReplay,
+    ChainReport,
+    Cmp,
+    Environment,
+    PriorArtReport,
+    Report,
+    Unavailable,
+)
 from .parallel import ParallelReport
 from .verdict import pairs
 
@@ -97,6 +107,7 @@ class Diff(BaseModel):
 
 # -- loading -------------------------------------------------------------------------------------
 
+
 def _key(report: Report) -> tuple[str, str, bool]:
     """(kind, op, quick): what a report is matched by; a parallel report's op names its layout."""
     r = report.root
@@ -138,6 +149,7 @@ def load_set(path: Path) -> dict[tuple[str, str, bool], tuple[Path, Report]]:
 
 # -- environment ---------------------------------------------------------------------------------
 
+
 def _env_fields(env: Environment) -> dict[str, str]:
     fields = {k: json.dumps(getattr(env, k)) for k in ("gpu", "capability", "torch", "cuda", "python", "tf32")}
     fields |= {f"libraries.{k}": json.dumps(v) for k, v in env.libraries.items()}
@@ -148,11 +160,15 @@ def _env_fields(env: Environment) -> dict[str, str]:
 def environment_changes(old: Environment, new: Environment) -> list[EnvChange]:
     a, b = _env_fields(old), _env_fields(new)
     absent = "(absent)"
-    return [EnvChange(field=k, old=a.get(k, absent), new=b.get(k, absent))
-            for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]
+    return [
+        EnvChange(field=k, old=a.get(k, absent), new=b.get(k, absent))
+        for k in dict.fromkeys([*a, *b])
+        if a.get(k) != b.get(k)
+    ]
 
 
 # -- bitwise -------------------------------------------------------------------------------------
+
 
 def _state(c: Cmp) -> str:
     if c.equal:
@@ -191,8 +207,9 @@ def _cases_of(report: BitwiseReport, name: str, ref: str) -> dict[str, CaseCompa
     return None
 
 
-def _availability(name: str, ref: str | None, case: str | None, old_reason: str | None,
-                  new_reason: str | None) -> list[Change]:
+def _availability(
+    name: str, ref: str | None, case: str | None, old_reason: str | None, new_reason: str | None
+) -> list[Change]:
     if (old_reason is None) == (new_reason is None):
         return []
     kind: ChangeKind = "regression" if new_reason is not None else "improvement"
@@ -208,7 +225,9 @@ def _bitwise(old: BitwiseReport, new: BitwiseReport, diff: OpDiff) -> None:
     diff.disappeared += [f"case {c}" for c in old.cases if c not in new.cases]
     for name in (n for n in new.results if n in old.results):
         o, n = old.results[name], new.results[name]
-        diff.changes += _availability(name, None, None, getattr(o, "unavailable", None), getattr(n, "unavailable", None))
+        diff.changes += _availability(
+            name, None, None, getattr(o, "unavailable", None), getattr(n, "unavailable", None)
+        )
     unknown = {"old": False, "new": False}
     for name, ref, new_cases in pairs(new):
         old_cases = _cases_of(old, name, ref)
@@ -216,7 +235,9 @@ def _bitwise(old: BitwiseReport, new: BitwiseReport, diff: OpDiff) -> None:
             continue
         for case in (c for c in new_cases if c in old_cases):
             oc, nc = old_cases[case], new_cases[case]
-            diff.changes += _availability(name, ref, case, getattr(oc, "unavailable", None), getattr(nc, "unavailable", None))
+            diff.changes += _availability(
+                name, ref, case, getattr(oc, "unavailable", None), getattr(nc, "unavailable", None)
+            )
             if isinstance(oc, Unavailable) or isinstance(nc, Unavailable):
                 continue
             old_t, new_t = oc.by_tensor(), nc.by_tensor()
@@ -226,12 +247,22 @@ def _bitwise(old: BitwiseReport, new: BitwiseReport, diff: OpDiff) -> None:
                 unknown["new"] |= b.repeatable is None
                 kind = classify(a, b)
                 if kind is not None:
-                    diff.changes.append(Change(kind=kind, candidate=name, reference=ref, case=case, tensor=tensor,
-                                               old=_state(a), new=_state(b)))
+                    diff.changes.append(
+                        Change(
+                            kind=kind,
+                            candidate=name,
+                            reference=ref,
+                            case=case,
+                            tensor=tensor,
+                            old=_state(a),
+                            new=_state(b),
+                        )
+                    )
     diff.unknown_repeatability = [side for side, flag in unknown.items() if flag]  # type: ignore[misc]
 
 
 # -- chain replay --------------------------------------------------------------------------------
+
 
 def _replays(report: ChainReport) -> dict[tuple[str, str], ChainReplay | str]:
     """(mode, length) -> the replay, or why it did not run (length ``*``: the whole mode)."""
@@ -261,66 +292,105 @@ def _chain(old: ChainReport, new: ChainReport, diff: OpDiff) -> None:
     old_r, new_r = _replays(old), _replays(new)
     diff.appeared += [f"mode {m}, length {n}" for m, n in new_r if (m, n) not in old_r]
     diff.disappeared += [f"mode {m}, length {n}" for m, n in old_r if (m, n) not in new_r]
-    for (mode, length) in (k for k in new_r if k in old_r):
+    for mode, length in (k for k in new_r if k in old_r):
         o, n = old_r[(mode, length)], new_r[(mode, length)]
-        diff.changes += _availability("chain", mode, length, o if isinstance(o, str) else None, n if isinstance(n, str) else None)
+        diff.changes += _availability(
+            "chain", mode, length, o if isinstance(o, str) else None, n if isinstance(n, str) else None
+        )
         if isinstance(o, str) or isinstance(n, str):
             continue
         old_stages = {s.stage: s for s in o.stages}
         for s in (s for s in n.stages if s.stage in old_stages):
-            diff.changes += _availability(s.stage, mode, length, getattr(old_stages[s.stage].candidate, "unavailable", None),
-                                          getattr(s.candidate, "unavailable", None))
+            diff.changes += _availability(
+                s.stage,
+                mode,
+                length,
+                getattr(old_stages[s.stage].candidate, "unavailable", None),
+                getattr(s.candidate, "unavailable", None),
+            )
         old_c = _stage_comparisons(o)
         for (stage, tensor), b in _stage_comparisons(n).items():
             a = old_c.get((stage, tensor))
             kind = classify(a, b) if a is not None else None
             if kind is not None:
-                diff.changes.append(Change(kind=kind, candidate=stage, reference=mode, case=length, tensor=tensor,
-                                           old=_state(a), new=_state(b)))
+                diff.changes.append(
+                    Change(
+                        kind=kind,
+                        candidate=stage,
+                        reference=mode,
+                        case=length,
+                        tensor=tensor,
+                        old=_state(a),
+                        new=_state(b),
+                    )
+                )
 
 
 # -- prior art -----------------------------------------------------------------------------------
+
 
 def _prior_art(old: PriorArtReport, new: PriorArtReport, diff: OpDiff) -> None:
     diff.appeared += [f"mode {m}" for m in new.results if m not in old.results]
     diff.disappeared += [f"mode {m}" for m in old.results if m not in new.results]
     for mode in (m for m in new.results if m in old.results):
         om, nm = old.results[mode], new.results[mode]
-        diff.changes += _availability(f"mode {mode}", mode, None, getattr(om, "unavailable", None),
-                                      getattr(nm, "unavailable", None))
+        diff.changes += _availability(
+            f"mode {mode}", mode, None, getattr(om, "unavailable", None), getattr(nm, "unavailable", None)
+        )
         if isinstance(om, Unavailable) or isinstance(nm, Unavailable):
             continue
         diff.appeared += [f"{n} in mode {mode}" for n in nm if n not in om]
         diff.disappeared += [f"{n} in mode {mode}" for n in om if n not in nm]
         for name in (n for n in nm if n in om):
             oc, nc = om[name], nm[name]
-            diff.changes += _availability(name, mode, None, getattr(oc, "unavailable", None), getattr(nc, "unavailable", None))
+            diff.changes += _availability(
+                name, mode, None, getattr(oc, "unavailable", None), getattr(nc, "unavailable", None)
+            )
             if isinstance(oc, Unavailable) or isinstance(nc, Unavailable):
                 continue
             was, now = oc.batch_invariance.batch_invariant, nc.batch_invariance.batch_invariant
             if was != now:
                 label = {True: "batch-invariant", False: "not invariant"}
-                diff.changes.append(Change(kind="regression" if was else "improvement", candidate=name,
-                                           reference=mode, old=label[was], new=label[now]))
+                diff.changes.append(
+                    Change(
+                        kind="regression" if was else "improvement",
+                        candidate=name,
+                        reference=mode,
+                        old=label[was],
+                        new=label[now],
+                    )
+                )
             for size in (s for s in nc.accuracy_latency if s in oc.accuracy_latency):
                 a, b = oc.accuracy_latency[size], nc.accuracy_latency[size]
-                diff.latency.append(Latency(mode=mode, candidate=name, size=size,
-                                            fwd_ratio=b.fwd_us / a.fwd_us if a.fwd_us else float("nan"),
-                                            fwd_bwd_ratio=b.fwd_bwd_us / a.fwd_bwd_us if a.fwd_bwd_us else float("nan")))
+                diff.latency.append(
+                    Latency(
+                        mode=mode,
+                        candidate=name,
+                        size=size,
+                        fwd_ratio=b.fwd_us / a.fwd_us if a.fwd_us else float("nan"),
+                        fwd_bwd_ratio=b.fwd_bwd_us / a.fwd_bwd_us if a.fwd_bwd_us else float("nan"),
+                    )
+                )
 
 
 # -- the whole diff -----------------------------------------------------------------------------
 
+
 def _parallel(old: ParallelReport, new: ParallelReport, diff: OpDiff) -> None:
     """Per candidate, case, reduction (as ``reference``) and tensor; a changed layout, rank count
     or backend is an environment difference."""
-    diff.environment += [EnvChange(field=f, old=str(getattr(old, f)), new=str(getattr(new, f)))
-                         for f in ("layout", "ranks", "backend") if getattr(old, f) != getattr(new, f)]
+    diff.environment += [
+        EnvChange(field=f, old=str(getattr(old, f)), new=str(getattr(new, f)))
+        for f in ("layout", "ranks", "backend")
+        if getattr(old, f) != getattr(new, f)
+    ]
     diff.appeared += [f"candidate {n}" for n in new.results if n not in old.results]
     diff.disappeared += [f"candidate {n}" for n in old.results if n not in new.results]
     for name in (n for n in new.results if n in old.results):
         o, n = old.results[name], new.results[name]
-        diff.changes += _availability(name, None, None, getattr(o, "unavailable", None), getattr(n, "unavailable", None))
+        diff.changes += _availability(
+            name, None, None, getattr(o, "unavailable", None), getattr(n, "unavailable", None)
+        )
         if isinstance(o, Unavailable) or isinstance(n, Unavailable):
             continue
         for case in (c for c in n.cases if c in o.cases):
@@ -329,8 +399,17 @@ def _parallel(old: ParallelReport, new: ParallelReport, diff: OpDiff) -> None:
                 for tensor in (t for t in new_t if t in old_t):
                     kind = classify(old_t[tensor], new_t[tensor])
                     if kind is not None:
-                        diff.changes.append(Change(kind=kind, candidate=name, reference=how, case=case, tensor=tensor,
-                                                   old=_state(old_t[tensor]), new=_state(new_t[tensor])))
+                        diff.changes.append(
+                            Change(
+                                kind=kind,
+                                candidate=name,
+                                reference=how,
+                                case=case,
+                                tensor=tensor,
+                                old=_state(old_t[tensor]),
+                                new=_state(new_t[tensor]),
+                            )
+                        )
 
 
 DIFFS = {BitwiseReport: _bitwise, PriorArtReport: _prior_art, ChainReport: _chain, ParallelReport: _parallel}
@@ -342,17 +421,29 @@ def diff_sets(old: dict, new: dict, old_name: str = "OLD", new_name: str = "NEW"
     common = [k for k in new if k in old]
     if not common:
         kinds_old, kinds_new = {k[0] for k in old}, {k[0] for k in new}
-        why = f"kinds differ ({', '.join(sorted(kinds_old))} vs {', '.join(sorted(kinds_new))})" \
-            if kinds_old.isdisjoint(kinds_new) else "no op in common"
+        why = (
+            f"kinds differ ({', '.join(sorted(kinds_old))} vs {', '.join(sorted(kinds_new))})"
+            if kinds_old.isdisjoint(kinds_new)
+            else "no op in common"
+        )
         raise DiffInputError(f"nothing to compare: {why}")
-    result = Diff(old=old_name, new=new_name, ops=[],
-                  only_old=[str(old[k][0]) for k in old if k not in new],
-                  only_new=[str(new[k][0]) for k in new if k not in old])
+    result = Diff(
+        old=old_name,
+        new=new_name,
+        ops=[],
+        only_old=[str(old[k][0]) for k in old if k not in new],
+        only_new=[str(new[k][0]) for k in new if k not in old],
+    )
     for key in common:
         (old_path, old_report), (new_path, new_report) = old[key], new[key]
         o, n = old_report.root, new_report.root
-        op = OpDiff(kind=key[0], op=key[1] + (" (quick)" if key[2] else ""), old_file=str(old_path),
-                    new_file=str(new_path), environment=environment_changes(o.environment, n.environment))
+        op = OpDiff(
+            kind=key[0],
+            op=key[1] + (" (quick)" if key[2] else ""),
+            old_file=str(old_path),
+            new_file=str(new_path),
+            environment=environment_changes(o.environment, n.environment),
+        )
         DIFFS[type(n)](o, n, op)
         result.ops.append(op)
     return result
@@ -365,8 +456,9 @@ def diff_paths(old: Path, new: Path) -> Diff:
 FailOn = Literal["none", "regression", "differ"]
 
 
-def gate(written: list[Report], paths: list[Path], baseline: dict | None, fail_on: FailOn,
-         baseline_name: str = "baseline") -> tuple[Diff | None, bool]:
+def gate(
+    written: list[Report], paths: list[Path], baseline: dict | None, fail_on: FailOn, baseline_name: str = "baseline"
+) -> tuple[Diff | None, bool]:
     """The baseline gate after a run: the diff of the reports just written against the baseline
     set (None without one), and whether the run fails: on ``regression``, when the diff has one; on
     ``differ``, also when any written report has a comparison that is not bitwise equal (or a

@@ -83,7 +83,9 @@ def _read_bounded(path: Path, max_mb: float) -> bytes:
     with os.fdopen(fd, "rb") as f:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or special file"
+            kind = (
+                "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or special file"
+            )
             raise ReportError(path, [("$", f"not a regular file ({kind})")])
         data = f.read(limit + 1)
     if len(data) > limit:
@@ -103,7 +105,9 @@ def _decode(path: Path, raw: bytes) -> object:
     except UnicodeDecodeError as exc:
         raise ReportError(path, [("$", f"not UTF-8 text: {exc.reason} at byte {exc.start}")]) from None
     except UnicodeEncodeError:
-        raise ReportError(path, [("$", "a string holds a lone surrogate escape (\\ud800-\\udfff), which is no character")]) from None
+        raise ReportError(
+            path, [("$", "a string holds a lone surrogate escape (\\ud800-\\udfff), which is no character")]
+        ) from None
     except ValueError as exc:  # JSONDecodeError, and integers longer than Python converts
         raise ReportError(path, [("$", f"not JSON: {exc}")]) from None
     return data

@@ -16,7 +16,9 @@ from pydantic import Field
 
 from .schema import CaseComparison, CaseKey, Environment, ReportBase, Strict, Unavailable
 
-ParallelVerdict = Literal["bitwise", "bitwise with the fixed-order reduction", "gathered bitwise", "differs", "unavailable"]
+ParallelVerdict = Literal[
+    "bitwise", "bitwise with the fixed-order reduction", "gathered bitwise", "differs", "unavailable"
+]
 
 
 class ParallelCase(Strict):
@@ -51,17 +53,26 @@ def decide(c: ParallelCandidate) -> tuple[ParallelVerdict, str]:
     if not c.cases:
         return "unavailable", c.failed or "no case finished"
     stopped = f"; stopped early: {c.failed}" if c.failed else ""
-    differ = {how: [t for case in c.cases.values() for t, cmp in getattr(case, how).by_tensor().items() if not cmp.equal]
-              for how in ("native", "fixed_order")}
+    differ = {
+        how: [t for case in c.cases.values() for t, cmp in getattr(case, how).by_tensor().items() if not cmp.equal]
+        for how in ("native", "fixed_order")
+    }
     gathered = [t for t in dict.fromkeys(differ["native"] + differ["fixed_order"]) if t not in c.reduced]
     if gathered:
         return "differs", f"gathered {', '.join(gathered)} differ from the single process{stopped}"
     if not differ["native"] and not differ["fixed_order"]:
         compared = {t for case in c.cases.values() for t in case.native.by_tensor()}
         summed = [t for t in c.reduced if t in compared]  # a forward-only candidate has no gradients to sum
-        return "bitwise", f"every tensor bitwise equal with either reduction ({', '.join(summed) or 'none'} reduced){stopped}"
+        return (
+            "bitwise",
+            f"every tensor bitwise equal with either reduction ({', '.join(summed) or 'none'} reduced){stopped}",
+        )
     if not differ["fixed_order"]:
-        return ("bitwise with the fixed-order reduction",
-                f"the backend's all-reduce changes {', '.join(dict.fromkeys(differ['native']))}{stopped}")
-    return ("gathered bitwise",
-            f"gathered tensors equal; reduced {', '.join(dict.fromkeys(differ['fixed_order']))} differ with either reduction{stopped}")
+        return (
+            "bitwise with the fixed-order reduction",
+            f"the backend's all-reduce changes {', '.join(dict.fromkeys(differ['native']))}{stopped}",
+        )
+    return (
+        "gathered bitwise",
+        f"gathered tensors equal; reduced {', '.join(dict.fromkeys(differ['fixed_order']))} differ with either reduction{stopped}",
+    )

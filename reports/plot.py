@@ -21,7 +21,16 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.cm import ScalarMappable  # noqa: E402
 from matplotlib.colors import LinearSegmentedColormap, LogNorm  # noqa: E402
 
-from .schema import BitwiseReport, ChainMode, ChainReplay, ChainReport, PriorArtCandidate, PriorArtReport, Report, Unavailable  # noqa: E402
+from .schema import (
+    BitwiseReport,
+    ChainMode,
+    ChainReplay,
+    ChainReport,
+    PriorArtCandidate,
+    PriorArtReport,
+    Report,
+    Unavailable,
+)  # noqa: E402
 
 GREEN, RED, GREY = "#2e7d32", "#c62828", "#9e9e9e"
 
@@ -54,8 +63,12 @@ def plot_prior_art(report, path: Path) -> None:
     largest = [c.accuracy_latency[max(c.accuracy_latency, key=int)] for _, c in rows]
     ys = range(len(rows))
     acc.barh([y - 0.2 for y in ys], [a.fwd_rel_err for a in largest], height=0.4, label="forward")
-    acc.barh([y + 0.2 for y in ys], [max(a.grad_rel_err.values(), default=0.0) for a in largest], height=0.4,
-             label="worst gradient")
+    acc.barh(
+        [y + 0.2 for y in ys],
+        [max(a.grad_rel_err.values(), default=0.0) for a in largest],
+        height=0.4,
+        label="worst gradient",
+    )
     acc.set_yticks(list(ys), names, fontsize=7)
     acc.set_xlabel("max|err| / max|ref| vs FP64 (largest size)")
     acc.set_title("error against FP64")
@@ -63,8 +76,15 @@ def plot_prior_art(report, path: Path) -> None:
     colours = [GREEN if c.batch_invariance.batch_invariant else RED for _, c in rows]
     verdict.barh(list(ys), [1] * len(rows), color=colours)
     for y, (_, c) in zip(ys, rows):
-        verdict.text(0.5, y, "invariant" if c.batch_invariance.batch_invariant else "NOT invariant",
-                     ha="center", va="center", color="white", fontsize=8)
+        verdict.text(
+            0.5,
+            y,
+            "invariant" if c.batch_invariance.batch_invariant else "NOT invariant",
+            ha="center",
+            va="center",
+            color="white",
+            fontsize=8,
+        )
     verdict.set_yticks(list(ys), names, fontsize=7)
     verdict.set_xticks([])
     verdict.set_title("batch invariance")
@@ -130,11 +150,18 @@ def _cell_text(cell: GridCell) -> str:
 def plot_bitwise(report: BitwiseReport, path: Path) -> None:
     grids = bitwise_grids(report)
     cases = [str(c) for c in report.cases]
-    reasons = sorted({" ".join(f"{name}: {cell.reason}".split())[:160] for cands in grids.values()
-                      for name, row in cands.items() for cell in row.values() if cell.fraction is None})
-    fig, axes = plt.subplots(1, max(1, len(grids)),
-                             figsize=(6 * max(1, len(grids)), 1.5 + 0.5 * len(report.results)),
-                             squeeze=False)
+    reasons = sorted(
+        {
+            " ".join(f"{name}: {cell.reason}".split())[:160]
+            for cands in grids.values()
+            for name, row in cands.items()
+            for cell in row.values()
+            if cell.fraction is None
+        }
+    )
+    fig, axes = plt.subplots(
+        1, max(1, len(grids)), figsize=(6 * max(1, len(grids)), 1.5 + 0.5 * len(report.results)), squeeze=False
+    )
     for ax, (vs, cands) in zip(axes[0], grids.items()):
         names = sorted(cands)
         for i, name in enumerate(names):
@@ -161,19 +188,38 @@ FLOOR = 1e-12  # zero (bitwise equal, or exact) drawn on the log scale's floor
 
 
 def plot_chain(report: ChainReport, path: Path) -> None:
-    replays = [(f"{mode}, length {length}", r) for mode, found in report.results.items() if isinstance(found, ChainMode)
-               for length, r in found.lengths.items() if isinstance(r, ChainReplay)]
+    replays = [
+        (f"{mode}, length {length}", r)
+        for mode, found in report.results.items()
+        if isinstance(found, ChainMode)
+        for length, r in found.lengths.items()
+        if isinstance(r, ChainReplay)
+    ]
     fig, axes = plt.subplots(max(1, len(replays)), 2, figsize=(15, 4 * max(1, len(replays))), squeeze=False)
     for (title, r), (bits, err) in zip(replays, axes):
         stages = [s.stage for s in r.stages]
         xs = range(len(stages))
-        for label, get, marker in (("chained", lambda s: s.chained_vs_provider, "o"),
-                                   ("isolated", lambda s: s.isolated_vs_provider, "s")):
-            bits.plot(xs, [max(FLOOR, get(s).differ / max(1, get(s).numel)) for s in r.stages], marker=marker, label=label)
-        for label, get, marker in (("provider (diffusers)", lambda s: s.provider_vs_golden, "o"),
-                                   ("candidate chain", lambda s: s.chained_vs_golden, "s")):
-            err.plot(xs, [float("nan") if get(s) is None else max(FLOOR, get(s)) for s in r.stages], marker=marker, label=label)
-        for ax, what in ((bits, "fraction of elements whose bits differ from the provider"), (err, "max|err| / max|FP64|")):
+        for label, get, marker in (
+            ("chained", lambda s: s.chained_vs_provider, "o"),
+            ("isolated", lambda s: s.isolated_vs_provider, "s"),
+        ):
+            bits.plot(
+                xs, [max(FLOOR, get(s).differ / max(1, get(s).numel)) for s in r.stages], marker=marker, label=label
+            )
+        for label, get, marker in (
+            ("provider (diffusers)", lambda s: s.provider_vs_golden, "o"),
+            ("candidate chain", lambda s: s.chained_vs_golden, "s"),
+        ):
+            err.plot(
+                xs,
+                [float("nan") if get(s) is None else max(FLOOR, get(s)) for s in r.stages],
+                marker=marker,
+                label=label,
+            )
+        for ax, what in (
+            (bits, "fraction of elements whose bits differ from the provider"),
+            (err, "max|err| / max|FP64|"),
+        ):
             ax.set_yscale("log")
             ax.set_xticks(list(xs), stages, rotation=35, ha="right", fontsize=8)
             ax.set_ylabel(what)

@@ -21,17 +21,34 @@ from rich.text import Text
 
 from .diff import Diff
 from .parallel import ParallelReport
-from .schema import (BitwiseReport, CaseComparison, ChainReplay, ChainReport, Cmp, PriorArtCandidate, PriorArtReport,
-                     Report, Unavailable, drifts)
+from .schema import (
+    BitwiseReport,
+    CaseComparison,
+    ChainReplay,
+    ChainReport,
+    Cmp,
+    PriorArtCandidate,
+    PriorArtReport,
+    Report,
+    Unavailable,
+    drifts,
+)
 from .verdict import Verdict, bitwise_verdicts, pairs, parallel_verdicts, prior_art_verdicts
 
 Status = Literal["ok", "bad", "partial", "nd", "na", "plain"]
 STYLE = {"ok": "green", "bad": "red", "partial": "yellow", "nd": "magenta", "na": "grey50", "plain": ""}
 MARK = {"ok": "✅ ", "bad": "❌ ", "partial": "🟡 ", "nd": "🔀 ", "na": "➖ ", "plain": ""}
 VERDICT_STATUS: dict[str, Status] = {
-    "reusable": "ok", "batch-invariant": "ok", "forward only": "partial", "differs": "bad",
-    "not invariant": "bad", "nondeterministic": "nd", "unavailable": "na", "bitwise": "ok",
-    "bitwise with the fixed-order reduction": "partial", "gathered bitwise": "partial",
+    "reusable": "ok",
+    "batch-invariant": "ok",
+    "forward only": "partial",
+    "differs": "bad",
+    "not invariant": "bad",
+    "nondeterministic": "nd",
+    "unavailable": "na",
+    "bitwise": "ok",
+    "bitwise with the fixed-order reduction": "partial",
+    "gathered bitwise": "partial",
 }
 
 
@@ -77,8 +94,10 @@ def _cmp_cell(c: Cmp) -> Cell:
     return Cell(text, "bad")
 
 
-CPU_NOTE = (" · CPU run: rl_kernel here is the PyTorch oracle of the kernels' algorithm, not the CUDA kernels, "
-            "and CPU results are not GPU results")
+CPU_NOTE = (
+    " · CPU run: rl_kernel here is the PyTorch oracle of the kernels' algorithm, not the CUDA kernels, "
+    "and CPU results are not GPU results"
+)
 
 
 def verdict_section(found: list[Verdict], view: View, prior_art: bool = False) -> Section:
@@ -90,7 +109,9 @@ def verdict_section(found: list[Verdict], view: View, prior_art: bool = False) -
             continue
         lead = v.mode if prior_art else v.candidate
         second = v.candidate if prior_art else (v.reference or "every reference")
-        section.rows.append([Cell(lead or ""), Cell(second), Cell(v.verdict, VERDICT_STATUS[v.verdict]), Cell(v.detail)])
+        section.rows.append(
+            [Cell(lead or ""), Cell(second), Cell(v.verdict, VERDICT_STATUS[v.verdict]), Cell(v.detail)]
+        )
     return section
 
 
@@ -153,7 +174,16 @@ def prior_art_sections(report: PriorArtReport, view: View = View()) -> list[Sect
         ),
         verdict_section(prior_art_verdicts(report), view, prior_art=True),
     ]
-    cols = ["candidate", "batch-invariant", "params repeatable", "size", "fwd err", "worst grad err", "fwd µs", "fwd+bwd µs"]
+    cols = [
+        "candidate",
+        "batch-invariant",
+        "params repeatable",
+        "size",
+        "fwd err",
+        "worst grad err",
+        "fwd µs",
+        "fwd+bwd µs",
+    ]
     for mode, candidates in report.results.items():
         section = Section(f"mode {mode}", columns=cols)
         if isinstance(candidates, Unavailable):
@@ -204,23 +234,38 @@ def _replay_section(title: str, replay: ChainReplay, backward: bool, view: View)
     verdict = f"drop-in forward: {'yes' if drop.forward else 'no'}"
     if backward:
         verdict += f", backward: {'yes' if drop.backward else 'no'}"
-    note = (f"{verdict} · first drift {replay.first_drift or 'none'} · isolated {replay.first_isolated_drift or 'none'}"
-            + (f" · gradient {replay.first_grad_drift or 'none'}" if backward else "")
-            + f" · {replay.wall_s:.1f} s in all, one candidate chain {replay.chained_s:.2f} s"
-            + (f" · FP64: {replay.golden_unavailable}" if replay.golden_unavailable else ""))
-    columns = ["stage", "candidate", "chained vs provider", "isolated vs provider", "chained vs FP64", "provider vs FP64"]
+    note = (
+        f"{verdict} · first drift {replay.first_drift or 'none'} · isolated {replay.first_isolated_drift or 'none'}"
+        + (f" · gradient {replay.first_grad_drift or 'none'}" if backward else "")
+        + f" · {replay.wall_s:.1f} s in all, one candidate chain {replay.chained_s:.2f} s"
+        + (f" · FP64: {replay.golden_unavailable}" if replay.golden_unavailable else "")
+    )
+    columns = [
+        "stage",
+        "candidate",
+        "chained vs provider",
+        "isolated vs provider",
+        "chained vs FP64",
+        "provider vs FP64",
+    ]
     section = Section(title, note, columns + (["gradients"] if backward else []))
-    firsts = (("first drift", replay.first_drift), ("first isolated drift", replay.first_isolated_drift),
-              ("first gradient drift", replay.first_grad_drift))
+    firsts = (
+        ("first drift", replay.first_drift),
+        ("first isolated drift", replay.first_isolated_drift),
+        ("first gradient drift", replay.first_grad_drift),
+    )
     for s in replay.stages:
         name = s.candidate.name if not isinstance(s.candidate, Unavailable) else None
         if not view.keeps(name):
             continue
         marks = [label for label, stage in firsts if stage == s.stage]
-        row = [Cell(f"▶ {s.stage} ({', '.join(marks)})", "bad") if marks else Cell(s.stage),
-               Cell(name) if name else Cell(f"provider (candidate unavailable: {s.candidate.unavailable})", "na"),
-               _cmp_cell(s.chained_vs_provider), _cmp_cell(s.isolated_vs_provider),
-               *(Cell("—", "na") if e is None else Cell(f"{e:.3g}") for e in (s.chained_vs_golden, s.provider_vs_golden))]
+        row = [
+            Cell(f"▶ {s.stage} ({', '.join(marks)})", "bad") if marks else Cell(s.stage),
+            Cell(name) if name else Cell(f"provider (candidate unavailable: {s.candidate.unavailable})", "na"),
+            _cmp_cell(s.chained_vs_provider),
+            _cmp_cell(s.isolated_vs_provider),
+            *(Cell("—", "na") if e is None else Cell(f"{e:.3g}") for e in (s.chained_vs_golden, s.provider_vs_golden)),
+        ]
         if backward:
             row.append(_grads_cell(s.grads or {}))
         if marks or (shown := _visible(row, view)) is not None:
@@ -231,21 +276,31 @@ def _replay_section(title: str, replay: ChainReplay, backward: bool, view: View)
 def chain_sections(report: ChainReport, view: View = View()) -> list[Section]:
     """A head, then per mode and length the stages x comparisons, the first drifts marked ▶."""
     env, b = report.environment, report.block
-    out = [Section(
-        "conditioning chain replay (diffusers MiniMax-H3: timestep path, one block, norm_out)",
-        f"{env.gpu or 'CPU'} · torch {env.torch} · CUDA {env.cuda} · tf32 {env.tf32} · "
-        f"rl_kernel {report.rl_kernel_commit[:12]}{' (dirty)' if report.tracked_tree_dirty is True else ''} · "
-        f"hidden {b.hidden}, {b.heads}×{b.head_dim} heads, ffn {b.ffn} · backward {report.backward} · "
-        f"candidates {', '.join(f'{k}={v}' for k, v in report.candidates.items())}",
-    )]
+    out = [
+        Section(
+            "conditioning chain replay (diffusers MiniMax-H3: timestep path, one block, norm_out)",
+            f"{env.gpu or 'CPU'} · torch {env.torch} · CUDA {env.cuda} · tf32 {env.tf32} · "
+            f"rl_kernel {report.rl_kernel_commit[:12]}{' (dirty)' if report.tracked_tree_dirty is True else ''} · "
+            f"hidden {b.hidden}, {b.heads}×{b.head_dim} heads, ffn {b.ffn} · backward {report.backward} · "
+            f"candidates {', '.join(f'{k}={v}' for k, v in report.candidates.items())}",
+        )
+    ]
     for mode, found in report.results.items():
         if isinstance(found, Unavailable):
-            out.append(Section(f"mode {mode}", columns=["mode", "replay"], rows=[[Cell(mode), unavailable_cell(found.unavailable)]]))
+            out.append(
+                Section(
+                    f"mode {mode}", columns=["mode", "replay"], rows=[[Cell(mode), unavailable_cell(found.unavailable)]]
+                )
+            )
             continue
         for length, replay in found.lengths.items():
             title = f"mode {mode}, length {length}"
             if isinstance(replay, Unavailable):
-                out.append(Section(title, columns=["length", "replay"], rows=[[Cell(length), unavailable_cell(replay.unavailable)]]))
+                out.append(
+                    Section(
+                        title, columns=["length", "replay"], rows=[[Cell(length), unavailable_cell(replay.unavailable)]]
+                    )
+                )
             else:
                 out.append(_replay_section(title, replay, report.backward, view))
     return out
@@ -258,7 +313,8 @@ def parallel_sections(report: ParallelReport, view: View = View()) -> list[Secti
     head = Section(
         f"{report.op}: {report.layout} over {report.ranks} ranks ({report.backend}) vs one process",
         f"{env.gpu or 'CPU'} · torch {env.torch} · CUDA {env.cuda} · cases {', '.join(map(str, report.cases))}"
-        + "".join(f" · {k}={v}" for k, v in report.nccl_environment.items()) + (CPU_NOTE if env.gpu is None else ""),
+        + "".join(f" · {k}={v}" for k, v in report.nccl_environment.items())
+        + (CPU_NOTE if env.gpu is None else ""),
     )
     out = [head, verdict_section(parallel_verdicts(report), view)]
     for name, c in report.results.items():
@@ -268,7 +324,11 @@ def parallel_sections(report: ParallelReport, view: View = View()) -> list[Secti
             cases = {k: getattr(v, how) for k, v in c.cases.items()}
             labels = list(dict.fromkeys(t for case in cases.values() for t in case.by_tensor()))
             columns = ["case", *(f"{t} Σ" if t in c.reduced else t for t in labels)]
-            section = Section(f"{name}, {how.replace('_', '-')} reduction", c.source + (f" · stopped: {c.failed}" if c.failed else ""), columns)
+            section = Section(
+                f"{name}, {how.replace('_', '-')} reduction",
+                c.source + (f" · stopped: {c.failed}" if c.failed else ""),
+                columns,
+            )
             for case, comparison in sorted(cases.items(), key=lambda kv: int(kv[0])):
                 found = comparison.by_tensor()
                 row = [Cell(case), *(_cmp_cell(found[t]) if t in found else Cell("—", "na") for t in labels)]
@@ -279,8 +339,12 @@ def parallel_sections(report: ParallelReport, view: View = View()) -> list[Secti
     return out
 
 
-SECTIONS = {BitwiseReport: bitwise_sections, PriorArtReport: prior_art_sections, ChainReport: chain_sections,
-            ParallelReport: parallel_sections}
+SECTIONS = {
+    BitwiseReport: bitwise_sections,
+    PriorArtReport: prior_art_sections,
+    ChainReport: chain_sections,
+    ParallelReport: parallel_sections,
+}
 
 
 def sections(report: Report, view: View = View()) -> list[Section]:
@@ -293,8 +357,10 @@ TERMINAL_ROWS = 1000  # rows per table in the terminal; Markdown and JSON always
 
 def _hidden_note(hidden: list[list[Cell]]) -> str:
     flagged = sum(any(c.status in ("bad", "partial", "nd", "na") for c in row) for row in hidden)
-    return (f"{len(hidden):,} more rows not shown ({flagged:,} of them differ or are unavailable); "
-            "--format markdown or json lists every row")
+    return (
+        f"{len(hidden):,} more rows not shown ({flagged:,} of them differ or are unavailable); "
+        "--format markdown or json lists every row"
+    )
 
 
 def _table(s: Section) -> Table:
@@ -371,8 +437,10 @@ def diff_sections(diff: Diff) -> list[Section]:
     unknown = [s for s in ("old", "new") if any(s in o.unknown_repeatability for o in diff.ops)]
     notes = [diff.summary()]
     if unknown:
-        notes.append(f"repeatability unknown in {' and '.join(u.upper() for u in unknown)} (no 'repeatable' fields): "
-                     "count changes there cannot be told from nondeterminism")
+        notes.append(
+            f"repeatability unknown in {' and '.join(u.upper() for u in unknown)} (no 'repeatable' fields): "
+            "count changes there cannot be told from nondeterminism"
+        )
     notes += [f"only in OLD: {p}" for p in diff.only_old] + [f"only in NEW: {p}" for p in diff.only_new]
     out = [Section(f"audit diff {diff.old} → {diff.new}", " · ".join(notes))]
     for op in diff.ops:
@@ -386,17 +454,37 @@ def diff_sections(diff: Diff) -> list[Section]:
             moved.rows = [[Cell("appeared", "ok"), Cell(a)] for a in op.appeared]
             moved.rows += [[Cell("disappeared", "na"), Cell(d)] for d in op.disappeared]
             out.append(moved)
-        changes = Section(f"{title}: changes", f"{op.old_file} → {op.new_file}",
-                          ["kind", "candidate", "vs / mode", "case", "tensor", "old", "new"])
-        changes.rows = [[Cell(c.kind, CHANGE_STATUS[c.kind]), Cell(c.candidate), Cell(c.reference or ""),
-                         Cell(c.case or ""), Cell(c.tensor or ""), Cell(c.old), Cell(c.new)]
-                        for c in sorted(op.changes, key=lambda c: list(CHANGE_STATUS).index(c.kind))]
+        changes = Section(
+            f"{title}: changes",
+            f"{op.old_file} → {op.new_file}",
+            ["kind", "candidate", "vs / mode", "case", "tensor", "old", "new"],
+        )
+        changes.rows = [
+            [
+                Cell(c.kind, CHANGE_STATUS[c.kind]),
+                Cell(c.candidate),
+                Cell(c.reference or ""),
+                Cell(c.case or ""),
+                Cell(c.tensor or ""),
+                Cell(c.old),
+                Cell(c.new),
+            ]
+            for c in sorted(op.changes, key=lambda c: list(CHANGE_STATUS).index(c.kind))
+        ]
         if not changes.rows:
             changes.rows = [[Cell("none", "ok"), Cell("no comparison changed state")]]
         out.append(changes)
         if op.latency:
             lat = Section(f"{title}: latency NEW / OLD", columns=["mode", "candidate", "size", "fwd", "fwd+bwd"])
-            lat.rows = [[Cell(x.mode), Cell(x.candidate), Cell(x.size), Cell(f"{x.fwd_ratio:.2f}×"),
-                         Cell(f"{x.fwd_bwd_ratio:.2f}×")] for x in op.latency]
+            lat.rows = [
+                [
+                    Cell(x.mode),
+                    Cell(x.candidate),
+                    Cell(x.size),
+                    Cell(f"{x.fwd_ratio:.2f}×"),
+                    Cell(f"{x.fwd_bwd_ratio:.2f}×"),
+                ]
+                for x in op.latency
+            ]
             out.append(lat)
     return out

@@ -326,6 +326,7 @@ class ChainReplay(Strict):
     @staticmethod
     def summary(stages: list[ChainStage]) -> dict:
         """The summary fields, derived from the stages."""
+
         def first(found):
             return next((s.stage for s in found), None)
 
@@ -335,8 +336,10 @@ class ChainReplay(Strict):
             "first_drift": first(s for s in stages if drifts(s.chained_vs_provider)),
             "first_isolated_drift": first(s for s in stages if drifts(s.isolated_vs_provider)),
             "first_grad_drift": first(s for s in reversed(stages) if any(map(drifts, (s.grads or {}).values()))),
-            "drop_in": {"forward": all(settled_equal(s.chained_vs_provider) for s in stages),
-                        "backward": all(map(settled_equal, grads)) if backward else None},
+            "drop_in": {
+                "forward": all(settled_equal(s.chained_vs_provider) for s in stages),
+                "backward": all(map(settled_equal, grads)) if backward else None,
+            },
         }
 
     @model_validator(mode="after")
@@ -391,7 +394,9 @@ class ChainReport(ReportBase):
 from .parallel import ParallelReport  # noqa: E402  (its models build on the ones above)
 
 
-class Report(RootModel[Annotated[BitwiseReport | PriorArtReport | ChainReport | ParallelReport, Field(discriminator="kind")]]):
+class Report(
+    RootModel[Annotated[BitwiseReport | PriorArtReport | ChainReport | ParallelReport, Field(discriminator="kind")]]
+):
     """Any report kind, told apart by ``kind``."""
 
 

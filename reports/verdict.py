@@ -117,7 +117,9 @@ def invariance_failures(c: PriorArtCandidate) -> list[str]:
     sub = bi.full_vs_sub_batches
     what = [w for w, k in (("output", sub.fwd_differ), ("row gradients", sub.rowgrad_differ)) if k]
     if what:
-        failures.append(f"sub-batches: {' and '.join(what)} ({max(sub.fwd_differ, sub.rowgrad_differ):,}/{sub.sub_batches:,})")
+        failures.append(
+            f"sub-batches: {' and '.join(what)} ({max(sub.fwd_differ, sub.rowgrad_differ):,}/{sub.sub_batches:,})"
+        )
     sweep = bi.batch_size_sweep
     if sweep.differ:
         failures.append(f"batch-size sweep: {sweep.differ:,}/{sweep.comparisons:,} comparisons")
@@ -151,7 +153,9 @@ def parallel_verdicts(report: ParallelReport) -> list[Verdict]:
             out.append(Verdict(name, None, "unavailable", c.unavailable))
         else:
             verdict, detail = decide(c)
-            out.append(Verdict(name, None, verdict, f"{report.layout}, {report.ranks} ranks, {report.backend}: {detail}"))
+            out.append(
+                Verdict(name, None, verdict, f"{report.layout}, {report.ranks} ranks, {report.backend}: {detail}")
+            )
     return out
 
 

@@ -36,7 +36,9 @@ def _same_device(tensors: dict[str, torch.Tensor]) -> torch.device:
             if not t.is_contiguous():
                 raise ValueError(f"{name} must be contiguous for the CUDA kernels")
             if t.data_ptr() % 16:
-                raise ValueError(f"{name} must be 16-byte aligned for the CUDA kernels (storage offset {t.storage_offset()})")
+                raise ValueError(
+                    f"{name} must be 16-byte aligned for the CUDA kernels (storage offset {t.storage_offset()})"
+                )
     return first
 
 

@@ -191,9 +191,7 @@ class _NormModulate(torch.autograd.Function):
                     hidden, lambda c: grad[:, c].float() * _bf(wf[c] * (rcol * x[:, c].float()))
                 ).to(BF16)
             if need_w:
-                seg = plan.segment_sums(
-                    hidden, lambda c: (grad[:, c].float() * pi[:, c]) * (rcol * x[:, c].float())
-                )
+                seg = plan.segment_sums(hidden, lambda c: (grad[:, c].float() * pi[:, c]) * (rcol * x[:, c].float()))
                 dw = _fold_rows(seg).to(BF16)
         return dx, dw, dshift, dscale, None, None
 

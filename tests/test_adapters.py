@@ -73,7 +73,9 @@ def test_cpu_device_is_named_among_the_reasons(op, name):
     assert reason.endswith("needs a CUDA device; this run uses cpu")
 
 
-@pytest.mark.parametrize("op, name, requires", [(op, name, requires) for op, name, _, requires, _ in LIBRARY_CANDIDATES])
+@pytest.mark.parametrize(
+    "op, name, requires", [(op, name, requires) for op, name, _, requires, _ in LIBRARY_CANDIDATES]
+)
 def test_missing_library_is_the_reason_on_a_cuda_device(op, name, requires):
     top = requires[0].split(".")[0]
     if installed(top):
@@ -102,7 +104,9 @@ def test_library_modes_run_the_gemm_ops_and_leave_the_row_ops_to_plain():
         assert [m for m in library if MODES[m].runs(op)] == (library if op.kind == "gemm" else ["plain"])
 
 
-@pytest.mark.parametrize("gather", [adapters.liger.index_select_rows, rl_kernel_ops.adaln_row_gather], ids=["index_select", "rlk_gather"])
+@pytest.mark.parametrize(
+    "gather", [adapters.liger.index_select_rows, rl_kernel_ops.adaln_row_gather], ids=["index_select", "rlk_gather"]
+)
 def test_liger_gets_one_modulation_row_per_token(gather):
     t = draw_inputs(get_op("norm_modulate"), 257, seed=257)
     scale, shift = adapters.liger.liger_rows(t, gather)
@@ -287,7 +291,10 @@ def test_megatron_enable_passes_the_variant(use_megatron):
     module = use_megatron(megatron_stand_in(("deepgemm", "triton", "te_native")))
     described = get_mode("megatron_te_native").call("enable")
     assert module.calls == [("enable", {"backend": "te_native"})]
-    assert described == f"{WHERE} {adapters.megatron.KERNELS}.enable_batch_invariant_mode(backend='te_native') [megatron_te_native]"
+    assert (
+        described
+        == f"{WHERE} {adapters.megatron.KERNELS}.enable_batch_invariant_mode(backend='te_native') [megatron_te_native]"
+    )
 
 
 def test_megatron_failed_enable_is_undone_and_explained(use_megatron):

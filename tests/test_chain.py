@@ -34,10 +34,16 @@ def _model_inputs(inputs: chain.ChainInputs, model) -> dict:
         return chain.rn(7, salt, (1, n, width), torch.float32)
 
     return dict(
-        hidden_states=draw(1, len(rows[0]), cfg.in_channels * 4), audio_hidden_states=draw(2, len(rows[2]), cfg.audio_in_channels),
-        encoder_hidden_states=draw(3, len(rows[1]), cfg.text_dim), timestep=inputs.timestep,
-        timestep_indices=inputs.timestep_indices, token_tags=tags, position_ids=inputs.position_ids,
-        video_indices=rows[0], audio_indices=rows[2], text_indices=rows[1],
+        hidden_states=draw(1, len(rows[0]), cfg.in_channels * 4),
+        audio_hidden_states=draw(2, len(rows[2]), cfg.audio_in_channels),
+        encoder_hidden_states=draw(3, len(rows[1]), cfg.text_dim),
+        timestep=inputs.timestep,
+        timestep_indices=inputs.timestep_indices,
+        token_tags=tags,
+        position_ids=inputs.position_ids,
+        video_indices=rows[0],
+        audio_indices=rows[2],
+        text_indices=rows[1],
     )
 
 
@@ -47,16 +53,22 @@ def test_provider_stages_in_sequence_are_bitwise_the_real_model_at_hidden_5376()
     inputs = chain.draw_inputs(config, 11)
     seen = {}
     model.time_embedder.register_forward_hook(lambda m, a, out: seen.update(temb=out))
-    model.transformer_blocks[0].register_forward_hook(lambda m, a, out: seen.update(block_in=a[0], rotary=a[3], block=out))
+    model.transformer_blocks[0].register_forward_hook(
+        lambda m, a, out: seen.update(block_in=a[0], rotary=a[3], block=out)
+    )
     model.norm_out.register_forward_hook(lambda m, a, out: seen.update(norm_out=out))
     with torch.no_grad():
         model(**_model_inputs(inputs, model))
     side = chain.make_side(model, inputs, CPU, grad=False)
     run = chain.replay(side, [s.provider for s in chain.STAGES], {"timestep": inputs.timestep, "h0": seen["block_in"]})
     assert run.values["h0"].shape == (1, 11, 5376) and run.values["out"].dtype == torch.bfloat16
-    for ours, theirs in ((side.rotary[0], seen["rotary"][0]), (side.rotary[1], seen["rotary"][1]),
-                         (run.values["temb"], seen["temb"]), (run.values["h2"], seen["block"]),
-                         (run.values["out"], seen["norm_out"])):
+    for ours, theirs in (
+        (side.rotary[0], seen["rotary"][0]),
+        (side.rotary[1], seen["rotary"][1]),
+        (run.values["temb"], seen["temb"]),
+        (run.values["h2"], seen["block"]),
+        (run.values["out"], seen["norm_out"]),
+    ):
         assert ours.shape == theirs.shape and count_differ(ours, theirs) == 0
     assert run.values["h2"].abs().max() > 0 and count_differ(run.values["h2"], run.values["h0"]) > 0
 
@@ -80,7 +92,9 @@ def _replay(items: list[str], backward: bool, length: int = 6, **golden) -> Chai
     choices = chain.parse_candidates(items, MODES)
     chain.run_chain(SMALL, [length], choices, "plain", CPU, backward, lambda event, **f: found.append(f), **golden)
     data = found[-1]["data"]
-    return ChainReplay.model_validate({**data, **ChainReplay.summary([ChainStage.model_validate(s) for s in data["stages"]])})
+    return ChainReplay.model_validate(
+        {**data, **ChainReplay.summary([ChainStage.model_validate(s) for s in data["stages"]])}
+    )
 
 
 def test_the_provider_at_every_stage_is_a_drop_in_forward_and_backward():
@@ -146,8 +160,27 @@ def cli_report(tmp_path_factory):
     """One forward replay through the command line, in a mode process, with rl_kernel wherever it
     exists, liger (unavailable on a CPU) asked for at norm1_modulate, and a mode that cannot run."""
     out = tmp_path_factory.mktemp("chain") / "chain.json"
-    done = audit("chain", "--device", "cpu", "--hidden", "256", "--heads", "2", "--ffn", "128", "--length", "5",
-                 "--candidate", "norm1_modulate=liger", "--mode", "plain", "--mode", "vllm", "--out", str(out))
+    done = audit(
+        "chain",
+        "--device",
+        "cpu",
+        "--hidden",
+        "256",
+        "--heads",
+        "2",
+        "--ffn",
+        "128",
+        "--length",
+        "5",
+        "--candidate",
+        "norm1_modulate=liger",
+        "--mode",
+        "plain",
+        "--mode",
+        "vllm",
+        "--out",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr
     return out, done.stdout
 
@@ -181,11 +214,14 @@ def test_a_report_whose_first_drift_disagrees_with_its_stages_is_invalid(cli_rep
     assert done.returncode == 1 and "first_drift" in done.stderr
 
 
-@pytest.mark.parametrize("given, says", [
-    ("attention=rl_kernel", "no registry op serves attention"),
-    ("norm1_modulate=nope", "no candidate 'nope'"),
-    ("block=rl_kernel", "unknown stage 'block'"),
-])
+@pytest.mark.parametrize(
+    "given, says",
+    [
+        ("attention=rl_kernel", "no registry op serves attention"),
+        ("norm1_modulate=nope", "no candidate 'nope'"),
+        ("block=rl_kernel", "unknown stage 'block'"),
+    ],
+)
 def test_a_bad_candidate_exits_2_before_anything_runs(given, says, tmp_path):
     done = audit("chain", "--device", "cpu", "--candidate", given, "--out", str(tmp_path / "x.json"))
     assert done.returncode == 2 and says in done.stderr and not (tmp_path / "x.json").exists()

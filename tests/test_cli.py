@@ -37,7 +37,9 @@ def test_a_cpu_report_says_rl_kernel_is_the_pytorch_oracle_not_the_cuda_kernels(
     path.write_text(json.dumps(data))
     for fmt in ("table", "markdown"):
         r = invoke("show", "--format", fmt, str(path))
-        assert "CPU run: rl_kernel here is the PyTorch oracle of the kernels' algorithm, not the CUDA kernels" in r.output
+        assert (
+            "CPU run: rl_kernel here is the PyTorch oracle of the kernels' algorithm, not the CUDA kernels" in r.output
+        )
         assert "CPU results are not GPU results" in r.output
     assert "PyTorch oracle" not in invoke("show", str(SEEDS[1])).output
 

@@ -45,8 +45,15 @@ def test_same_nan_bits_are_equal_but_different_payloads_are_not():
 def test_one_ulp_in_bf16_is_seen():
     a = torch.tensor([1.0], dtype=torch.bfloat16)
     b = torch.tensor([1.0078125], dtype=torch.bfloat16)  # next bf16 after 1.0
-    assert compare(a, b) == {"equal": False, "differ": 1, "numel": 1, "max_abs": 0.0078125,
-                             "first_differ": [0], "ulp_max": 1, "ulp_hist": {"1": 1}}
+    assert compare(a, b) == {
+        "equal": False,
+        "differ": 1,
+        "numel": 1,
+        "max_abs": 0.0078125,
+        "first_differ": [0],
+        "ulp_max": 1,
+        "ulp_hist": {"1": 1},
+    }
 
 
 def test_shape_mismatch_is_an_error_entry():
@@ -65,7 +72,12 @@ def test_large_tensors_are_compared_in_chunks():
     b[-1] = 1.0
     b[0] = -2.0
     r = compare(a, b)
-    assert {k: r[k] for k in ("equal", "differ", "numel", "max_abs")} == {"equal": False, "differ": 2, "numel": a.numel(), "max_abs": 2.0}
+    assert {k: r[k] for k in ("equal", "differ", "numel", "max_abs")} == {
+        "equal": False,
+        "differ": 2,
+        "numel": a.numel(),
+        "max_abs": 2.0,
+    }
     # first_differ is found in the first chunk, the histogram counts both chunks
     assert r["first_differ"] == [0] and sum(r["ulp_hist"].values()) == 2
 
@@ -148,4 +160,7 @@ def test_fp64_of_opposite_sign_and_huge_magnitude_saturates_instead_of_wrapping(
 
     big = torch.tensor([1e308], dtype=torch.float64)
     assert int(ulp_distance(big, -big)[0]) == INT64_MAX
-    assert int(ulp_distance(torch.tensor([1.0], dtype=torch.float64), torch.tensor([-1.0], dtype=torch.float64))[0]) == 2 * 0x3FF0000000000000 + 1
+    assert (
+        int(ulp_distance(torch.tensor([1.0], dtype=torch.float64), torch.tensor([-1.0], dtype=torch.float64))[0])
+        == 2 * 0x3FF0000000000000 + 1
+    )

@@ -71,7 +71,9 @@ def test_count_changes_on_non_repeatable_comparisons_are_noise_not_regressions()
 
 
 def test_b200_example_against_the_committed_h200_report_shows_the_environment():
-    r = invoke("diff", str(_seed("h3_bitwise_reuse.gate_residual.json")), str(H200 / "h3_bitwise_reuse.gate_residual.json"))
+    r = invoke(
+        "diff", str(_seed("h3_bitwise_reuse.gate_residual.json")), str(H200 / "h3_bitwise_reuse.gate_residual.json")
+    )
     assert r.exit_code in (0, 1), r.output
     for text in ("NVIDIA B200", "NVIDIA H200", "torch", "2.13.0+cu130", "2.11.0+cu130", "libraries.liger-kernel"):
         assert text in r.output
@@ -135,7 +137,9 @@ def test_gate_fails_on_regression_and_on_differ(tmp_path):
 def test_run_checks_the_baseline_before_computing(tmp_path):
     r = invoke("run", "--op", "gate_residual", "--case", "1", "--baseline", str(tmp_path / "none"))
     assert r.exit_code == 2 and "--baseline" in r.output
-    r = invoke("run", "--op", "gate_residual", "--case", "1", "--baseline", str(_seed("h3_bitwise_reuse.norm_modulate.json")))
+    r = invoke(
+        "run", "--op", "gate_residual", "--case", "1", "--baseline", str(_seed("h3_bitwise_reuse.norm_modulate.json"))
+    )
     assert r.exit_code == 2 and "no h3_bitwise_reuse report for gate_residual" in r.output
     r = invoke("run", "--op", "gate_residual", "--case", "1", "--fail-on", "regression")
     assert r.exit_code == 2 and "needs --baseline" in r.output
@@ -153,8 +157,22 @@ def test_a_run_against_a_baseline_exits_1_on_a_regression_and_prints_the_diff(tm
     data["results"]["rl_kernel"]["vs diffusers"]["257"]["grads"]["gate"].update(equal=True, differ=0, max_abs=0.0)
     baseline = _write(tmp_path, "baseline.json", data)
     out = tmp_path / "run.json"
-    done = audit("run", "--op", "gate_residual", "--device", "cpu", "--case", "257", "--candidate", "diffusers",
-                 "--out", str(out), "-q", "--baseline", str(baseline))
+    done = audit(
+        "run",
+        "--op",
+        "gate_residual",
+        "--device",
+        "cpu",
+        "--case",
+        "257",
+        "--candidate",
+        "diffusers",
+        "--out",
+        str(out),
+        "-q",
+        "--baseline",
+        str(baseline),
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert load_report(out).root.cases == [257]  # the report is written before the gate decides
     assert "regression" in done.stdout and "dgate" in done.stdout and "NVIDIA B200" in done.stdout

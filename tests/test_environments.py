@@ -29,8 +29,9 @@ def bare_python(tmp_path_factory) -> str:
 
 def test_config_file_and_command_line_name_environments(tmp_path):
     config = tmp_path / "audit.toml"
-    config.write_text('[environments]\ntrainer = "/opt/t/bin/python"\nrollout = "/opt/r/bin/python"\n'
-                      '[modes]\nsglang = "rollout"\n')
+    config.write_text(
+        '[environments]\ntrainer = "/opt/t/bin/python"\nrollout = "/opt/r/bin/python"\n[modes]\nsglang = "rollout"\n'
+    )
     envs = load(config, ["rollout=/other/bin/python"], ["megatron_triton=trainer"], KNOWN)
     assert envs.pythons == {"trainer": "/opt/t/bin/python", "rollout": "/other/bin/python"}
     assert envs.python_for("sglang") == ("rollout", "/other/bin/python")
@@ -86,8 +87,11 @@ def test_unnamed_environment_in_a_mode_is_a_usage_error():
 
 
 def test_env_check_reports_each_environment_and_fails_on_a_broken_one(bare_python):
-    r = runner.invoke(app, ["env", "check", "--device", "cpu", "--env", f"here={sys.executable}",
-                            "--env", f"bare={bare_python}"], env={"COLUMNS": "300"})
+    r = runner.invoke(
+        app,
+        ["env", "check", "--device", "cpu", "--env", f"here={sys.executable}", "--env", f"bare={bare_python}"],
+        env={"COLUMNS": "300"},
+    )
     assert r.exit_code == 1, r.output
     assert "missing torch" in r.output
     assert "gate_residual candidates" in r.output and "rl_kernel" in r.output  # what can run in 'here'
@@ -97,8 +101,11 @@ def _venv_with_torch(root: Path) -> str:
     """A second real venv: torch 2.13.0 (CPU), safetensors, numpy and diffusers, installed by pip."""
     subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
     python = str(root / "bin" / "python")
-    subprocess.run([python, "-m", "pip", "install", "-q", "torch==2.13.0", "safetensors", "numpy", "diffusers==0.42.1"],
-                   check=True, timeout=1500)
+    subprocess.run(
+        [python, "-m", "pip", "install", "-q", "torch==2.13.0", "safetensors", "numpy", "diffusers==0.42.1"],
+        check=True,
+        timeout=1500,
+    )
     return python
 
 
@@ -110,14 +117,35 @@ def test_a_mode_in_a_second_venv_is_compared_bitwise_and_recorded(tmp_path, bare
     config = tmp_path / "audit.toml"
     config.write_text(f'[environments]\nrollout = "{rollout}"\nbare = "{bare_python}"\n')
     out = tmp_path / "r.json"
-    done = audit("run", "--op", "gate_residual", "--device", "cpu", "--case", "3", "--config", str(config),
-                 "--mode", "plain", "--mode", "plain@rollout", "--mode", "plain@bare", "--out", str(out), "-q")
+    done = audit(
+        "run",
+        "--op",
+        "gate_residual",
+        "--device",
+        "cpu",
+        "--case",
+        "3",
+        "--config",
+        str(config),
+        "--mode",
+        "plain",
+        "--mode",
+        "plain@rollout",
+        "--mode",
+        "plain@bare",
+        "--out",
+        str(out),
+        "-q",
+    )
     assert done.returncode == 0, done.stderr
     report = load_report(out).root
     data = json.loads(out.read_text())
     modes = data["environment"]["modes"]
     assert modes["plain@rollout"]["environment"] == "rollout" and modes["plain@rollout"]["python"] == rollout
-    assert modes["plain@rollout"]["torch"].startswith("2.13.0") and modes["plain@rollout"]["inputs_sha256_as_plain"] is True
+    assert (
+        modes["plain@rollout"]["torch"].startswith("2.13.0")
+        and modes["plain@rollout"]["inputs_sha256_as_plain"] is True
+    )
     assert modes["plain"]["environment"] is None and modes["plain"]["python"] != rollout
     assert "missing torch" in modes["plain@bare"]["unavailable"]
     # the rollout venv's diffusers and rl_kernel against this environment's references, bit for bit

@@ -31,13 +31,19 @@ RUN = ("run", "--op", "gate_residual", "--device", "cpu")
 
 def audit_process(*args: str, env: dict | None = None, limit_bytes: int | None = None, tmpdir: Path | None = None):
     """``audit ARGS`` as a child process (under a real address-space limit when given)."""
+
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
 
     extra = {"TMPDIR": str(tmpdir)} if tmpdir else {}
     return subprocess.Popen(
-        [sys.executable, "-m", "audit", *args], cwd=REPO, env={**os.environ, "COLUMNS": "200", **extra, **(env or {})},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=limit if limit_bytes else None,
+        [sys.executable, "-m", "audit", *args],
+        cwd=REPO,
+        env={**os.environ, "COLUMNS": "200", **extra, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=limit if limit_bytes else None,
     )
 
 
@@ -84,8 +90,19 @@ def wait_for(pattern: str, root: Path, proc: subprocess.Popen, deadline_s: float
 def test_d1_out_of_memory_while_drawing_loses_that_case_only(tmp_path):
     """Under a real 5 GB address-space limit, drawing 1,000,000 rows fails; case 1 stays."""
     out = tmp_path / "oom.json"
-    proc = audit_process(*RUN, "--case", "1", "--case", "1000000", "--candidate", "diffusers", "--out", str(out), "-q",
-                         limit_bytes=5 * 10**9)
+    proc = audit_process(
+        *RUN,
+        "--case",
+        "1",
+        "--case",
+        "1000000",
+        "--candidate",
+        "diffusers",
+        "--out",
+        str(out),
+        "-q",
+        limit_bytes=5 * 10**9,
+    )
     code, _, err = finish(proc)
     assert code == 0, err
     got = results(out)
@@ -99,8 +116,9 @@ def test_d1_a_kill_while_drawing_loses_that_case_only(tmp_path):
     """SIGKILL (what the OOM killer sends) while case 20000's inputs are drawn (seconds on a CPU)."""
     out, scratch = tmp_path / "killed.json", tmp_path / "tmp"
     scratch.mkdir()
-    proc = audit_process(*RUN, "--case", "1", "--case", "20000", "--candidate", "diffusers", "--out", str(out), "-q",
-                         tmpdir=scratch)
+    proc = audit_process(
+        *RUN, "--case", "1", "--case", "20000", "--candidate", "diffusers", "--out", str(out), "-q", tmpdir=scratch
+    )
     worker = worker_of(proc)
     wait_for("audit-*/references/1/rl_kernel.safetensors", scratch, proc)  # case 1 is ending
     base = resident_mb(worker)
@@ -138,8 +156,21 @@ def test_d1_a_kill_at_start_up_keeps_each_candidates_own_reason(tmp_path):
 @pytest.fixture(scope="module")
 def crash_report(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("crash") / "r.json"
-    proc = audit_process(*RUN, "--case", "1", "--candidate", "exits", "--candidate", "raises_base",
-                         "--candidate", "floods", "--out", str(out), "-q", env=FAULTY)
+    proc = audit_process(
+        *RUN,
+        "--case",
+        "1",
+        "--candidate",
+        "exits",
+        "--candidate",
+        "raises_base",
+        "--candidate",
+        "floods",
+        "--out",
+        str(out),
+        "-q",
+        env=FAULTY,
+    )
     code, _, err = finish(proc)
     assert code == 0, err
     return results(out)
@@ -148,8 +179,10 @@ def crash_report(tmp_path_factory) -> dict:
 def test_d2_a_worker_that_exits_or_raises_is_reported_as_it_ended(crash_report):
     exits, raises = crash_report["exits"]["unavailable"], crash_report["raises_base"]["unavailable"]
     assert exits.startswith("mode plain process exited with status 0 after raising SystemExit: 0 while running case 1")
-    assert raises.startswith("mode plain process exited with status 1 after raising PlantedBaseException: "
-                             "planted process-ending failure while running case 1")
+    assert raises.startswith(
+        "mode plain process exited with status 1 after raising PlantedBaseException: "
+        "planted process-ending failure while running case 1"
+    )
     assert "-9" not in exits + raises
 
 
@@ -211,7 +244,9 @@ def test_d3_d9_a_symlink_is_written_through_markup_prints_as_is_and_cases_are_de
     link.symlink_to(target)
     old = os.umask(0o022)
     try:
-        done = CliRunner().invoke(app, [*RUN, "--case", "1", "--case", "1", "--candidate", "diffusers", "--out", str(link)])
+        done = CliRunner().invoke(
+            app, [*RUN, "--case", "1", "--case", "1", "--candidate", "diffusers", "--out", str(link)]
+        )
     finally:
         os.umask(old)
     assert done.exit_code == 0, done.output
@@ -255,8 +290,19 @@ SHELL = {"TRITON_F32_DEFAULT": "ieee", "CUBLAS_WORKSPACE_CONFIG": ":4096:8", "VL
 
 def test_d6_the_shells_numerics_variables_stay_out_unless_inherited_and_are_recorded(tmp_path):
     out = tmp_path / "env.json"
-    proc = audit_process(*RUN, "--case", "1", "--candidate", "env_probe", "--inherit-env", "CUBLAS_WORKSPACE_CONFIG",
-                         "--out", str(out), "-q", env={**FAULTY, **SHELL})
+    proc = audit_process(
+        *RUN,
+        "--case",
+        "1",
+        "--candidate",
+        "env_probe",
+        "--inherit-env",
+        "CUBLAS_WORKSPACE_CONFIG",
+        "--out",
+        str(out),
+        "-q",
+        env={**FAULTY, **SHELL},
+    )
     code, _, err = finish(proc)
     assert code == 0, err
     report = json.loads(out.read_text())
@@ -266,8 +312,9 @@ def test_d6_the_shells_numerics_variables_stay_out_unless_inherited_and_are_reco
 
 
 def test_d6_a_modes_own_variables_win_and_everything_else_numeric_is_removed():
-    env, recorded = mode_environment({**SHELL, "SGLANG_X": "1", "NVTE_Y": "2", "HOME": "/h"}, get_mode("vllm"),
-                                     inherit=("CUBLAS_WORKSPACE_CONFIG",))
+    env, recorded = mode_environment(
+        {**SHELL, "SGLANG_X": "1", "NVTE_Y": "2", "HOME": "/h"}, get_mode("vllm"), inherit=("CUBLAS_WORKSPACE_CONFIG",)
+    )
     assert recorded == {"CUBLASLT_WORKSPACE_SIZE": "1", "CUBLAS_WORKSPACE_CONFIG": ":16:8"}
     assert env["HOME"] == "/h" and not {"TRITON_F32_DEFAULT", "VLLM_BATCH_INVARIANT", "SGLANG_X", "NVTE_Y"} & set(env)
 

@@ -21,8 +21,14 @@ GATE = next(p for p in SEEDS if p.name == "h3_bitwise_reuse.gate_residual.json")
 
 
 def audit(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "audit", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "COLUMNS": "200"})
+    return subprocess.run(
+        [sys.executable, "-m", "audit", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 def hostile_files(tmp: Path) -> dict[str, tuple[Path, str]]:

@@ -21,8 +21,24 @@ def _cases(report, name):
 
 def test_sp_rows_on_a_row_op_gathers_rows_bitwise_and_sums_the_table_gradient(tmp_path):
     out = tmp_path / "r.json"
-    done = audit("parallel", "--op", "gate_residual", "--layout", "sp_rows", "--ranks", "2", "--device", "cpu",
-                 "--case", "2", "--case", "64", "--out", str(out), "-q")
+    done = audit(
+        "parallel",
+        "--op",
+        "gate_residual",
+        "--layout",
+        "sp_rows",
+        "--ranks",
+        "2",
+        "--device",
+        "cpu",
+        "--case",
+        "2",
+        "--case",
+        "64",
+        "--out",
+        str(out),
+        "-q",
+    )
     assert done.returncode == 0, done.stderr
     report = load_report(out).root
     assert (report.layout, report.ranks, report.backend) == ("sp_rows", 2, "gloo")
@@ -44,8 +60,26 @@ def test_sp_rows_on_a_row_op_gathers_rows_bitwise_and_sums_the_table_gradient(tm
 
 def test_tp_column_keeps_the_output_and_the_split_parameters_bitwise(tmp_path):
     out = tmp_path / "r.json"
-    done = audit("parallel", "--op", "timestep_mlp", "--layout", "tp_column", "--ranks", "2", "--device", "cpu",
-                 "--case", "1", "--case", "4", "--candidate", "diffusers", "--out", str(out), "-q")
+    done = audit(
+        "parallel",
+        "--op",
+        "timestep_mlp",
+        "--layout",
+        "tp_column",
+        "--ranks",
+        "2",
+        "--device",
+        "cpu",
+        "--case",
+        "1",
+        "--case",
+        "4",
+        "--candidate",
+        "diffusers",
+        "--out",
+        str(out),
+        "-q",
+    )
     assert done.returncode == 0, done.stderr
     report = load_report(out).root
     entry = report.results["diffusers"]
@@ -62,9 +96,28 @@ def test_tp_column_keeps_the_output_and_the_split_parameters_bitwise(tmp_path):
 
 def test_a_failing_rank_stops_every_rank_and_is_reported(tmp_path):
     out = tmp_path / "r.json"
-    done = audit("parallel", "--op", "gate_residual", "--layout", "sp_rows", "--ranks", "2", "--device", "cpu",
-                 "--case", "2", "--candidate", "fails_on_rank_1", "--candidate", "diffusers", "--out", str(out), "-q",
-                 env={"AUDIT_PLUGINS": "tests.plugins.rank_fails"}, timeout=600)
+    done = audit(
+        "parallel",
+        "--op",
+        "gate_residual",
+        "--layout",
+        "sp_rows",
+        "--ranks",
+        "2",
+        "--device",
+        "cpu",
+        "--case",
+        "2",
+        "--candidate",
+        "fails_on_rank_1",
+        "--candidate",
+        "diffusers",
+        "--out",
+        str(out),
+        "-q",
+        env={"AUDIT_PLUGINS": "tests.plugins.rank_fails"},
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     data = json.loads(out.read_text())
     reason = data["results"]["fails_on_rank_1"]["unavailable"]
@@ -95,11 +148,29 @@ def test_every_op_has_a_layout_and_the_gemm_ops_have_all_three():
 
 def test_a_parallel_report_shows_and_has_no_plot(tmp_path):
     # the example reports hold no parallel report: a minimal one by hand
-    data = {"kind": "h3_parallel", "rfc": "x", "op": "gate_residual", "rl_kernel_commit": "unknown",
-            "tracked_tree_dirty": "unknown", "layout": "sp_rows", "ranks": 2, "backend": "gloo", "nccl_environment": {},
-            "cases": [2], "environment": {"gpu": None, "capability": None, "torch": "2", "cuda": None, "python": "3",
-                                          "tf32": False, "libraries": {}, "mode_environment": {}},
-            "results": {"x": {"unavailable": "not here"}}}
+    data = {
+        "kind": "h3_parallel",
+        "rfc": "x",
+        "op": "gate_residual",
+        "rl_kernel_commit": "unknown",
+        "tracked_tree_dirty": "unknown",
+        "layout": "sp_rows",
+        "ranks": 2,
+        "backend": "gloo",
+        "nccl_environment": {},
+        "cases": [2],
+        "environment": {
+            "gpu": None,
+            "capability": None,
+            "torch": "2",
+            "cuda": None,
+            "python": "3",
+            "tf32": False,
+            "libraries": {},
+            "mode_environment": {},
+        },
+        "results": {"x": {"unavailable": "not here"}},
+    }
     path = tmp_path / "p.json"
     path.write_text(json.dumps(data))
     shown = runner.invoke(app, ["show", "--format", "markdown", str(path)])
@@ -117,8 +188,9 @@ def test_a_forward_only_candidate_is_not_said_to_have_summed_gradients():
 
     def candidate(grads: dict) -> ParallelCandidate:
         case = {"out": [equal], "grads": grads}
-        return ParallelCandidate(source="s", reduced=["dw", "dsh"], seconds=1.0,
-                                 cases={"2": {"native": case, "fixed_order": case}})
+        return ParallelCandidate(
+            source="s", reduced=["dw", "dsh"], seconds=1.0, cases={"2": {"native": case, "fixed_order": case}}
+        )
 
     verdict, detail = decide(candidate({}))
     assert verdict == "bitwise" and "(none reduced)" in detail

@@ -16,8 +16,9 @@ from audit.prior_art import Checker, Sizes, check_candidate, positions, probe_ro
 from modes import MODES
 from reports.io import load_report
 
-TINY = Sizes(full_batch=16, sub_batch_sizes=(1, 3, 8), accuracy=(1, 2), all_rows=(2, 3), sweep_rows=8, warmup=0,
-             samples=1)
+TINY = Sizes(
+    full_batch=16, sub_batch_sizes=(1, 3, 8), accuracy=(1, 2), all_rows=(2, 3), sweep_rows=8, warmup=0, samples=1
+)
 
 
 def test_example_report_counts_follow_the_definitions():
@@ -31,8 +32,9 @@ def test_example_report_counts_follow_the_definitions():
 
 def test_tiny_configuration_counts_match_hand_computed_ones():
     c = get_candidate("norm_modulate", "fixed_order")
-    result = check_candidate(Checker(c, get_op("norm_modulate"), MODES["plain"], torch.device("cpu"), TINY),
-                             lambda check, so_far: None)
+    result = check_candidate(
+        Checker(c, get_op("norm_modulate"), MODES["plain"], torch.device("cpu"), TINY), lambda check, so_far: None
+    )
     bi = result["batch_invariance"]
     assert {n: r["rows"] for n, r in bi["all_rows"].items()} == {"2": 6, "3": 9}
     # sizes 1, 3, 8 over 16 rows: 16 + 5 + 2 sub-batches per seed, two seeds
@@ -47,16 +49,18 @@ def test_tiny_configuration_counts_match_hand_computed_ones():
 
 def test_verdict_passes_a_fixed_order_reduction():
     c = get_candidate("norm_modulate", "fixed_order")
-    bi = check_candidate(Checker(c, get_op("norm_modulate"), MODES["plain"], torch.device("cpu"), TINY),
-                         lambda *a: None)["batch_invariance"]
+    bi = check_candidate(
+        Checker(c, get_op("norm_modulate"), MODES["plain"], torch.device("cpu"), TINY), lambda *a: None
+    )["batch_invariance"]
     assert bi["batch_invariant"] is True
     assert bi["batch_size_sweep"]["differ"] == 0 and bi["params_repeatable"] is True
 
 
 def test_verdict_catches_a_reduction_whose_order_follows_the_batch_size():
     c = get_candidate("norm_modulate", "order_follows_batch")
-    result = check_candidate(Checker(c, get_op("norm_modulate"), MODES["plain"], torch.device("cpu"), TINY),
-                             lambda *a: None)
+    result = check_candidate(
+        Checker(c, get_op("norm_modulate"), MODES["plain"], torch.device("cpu"), TINY), lambda *a: None
+    )
     bi = result["batch_invariance"]
     assert bi["batch_invariant"] is False
     # alone (1 row, odd) vs in a batch of 2 (even): the sum order differs
@@ -71,9 +75,27 @@ def test_verdict_catches_a_reduction_whose_order_follows_the_batch_size():
 def test_prior_art_command_quick_writes_a_valid_report(tmp_path):
     out = tmp_path / "pa.json"
     done = subprocess.run(
-        [sys.executable, "-m", "audit", "prior-art", "--op", "norm_modulate", "--quick", "--device", "cpu",
-         "--candidate", "order_follows_batch", "--candidate", "torch_rms_norm", "--out", str(out)],
-        cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=900,
+        [
+            sys.executable,
+            "-m",
+            "audit",
+            "prior-art",
+            "--op",
+            "norm_modulate",
+            "--quick",
+            "--device",
+            "cpu",
+            "--candidate",
+            "order_follows_batch",
+            "--candidate",
+            "torch_rms_norm",
+            "--out",
+            str(out),
+        ],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=900,
         env={**os.environ, "AUDIT_PLUGINS": "tests.plugins.planted", "COLUMNS": "200"},
     )
     assert done.returncode == 0, done.stderr

@@ -10,8 +10,21 @@ FLAKY = {"AUDIT_PLUGINS": "tests.plugins.flaky"}
 
 def test_a_gradient_that_changes_between_runs_is_marked_nondeterministic(tmp_path):
     out = tmp_path / "r.json"
-    done = audit("run", "--op", "gate_residual", "--device", "cpu", "--case", "3", "--candidate", "flaky_gate_grad",
-                 "--out", str(out), "-q", env=FLAKY)
+    done = audit(
+        "run",
+        "--op",
+        "gate_residual",
+        "--device",
+        "cpu",
+        "--case",
+        "3",
+        "--candidate",
+        "flaky_gate_grad",
+        "--out",
+        str(out),
+        "-q",
+        env=FLAKY,
+    )
     assert done.returncode == 0, done.stderr
     report = load_report(out).root
     for ref in ("diffusers", "rl_kernel"):
@@ -31,8 +44,23 @@ def test_a_gradient_that_changes_between_runs_is_marked_nondeterministic(tmp_pat
 
 def test_repeats_1_turns_the_check_off(tmp_path):
     out = tmp_path / "r.json"
-    done = audit("run", "--op", "gate_residual", "--device", "cpu", "--case", "2", "--candidate", "flaky_gate_grad",
-                 "--repeats", "1", "--out", str(out), "-q", env=FLAKY)
+    done = audit(
+        "run",
+        "--op",
+        "gate_residual",
+        "--device",
+        "cpu",
+        "--case",
+        "2",
+        "--candidate",
+        "flaky_gate_grad",
+        "--repeats",
+        "1",
+        "--out",
+        str(out),
+        "-q",
+        env=FLAKY,
+    )
     assert done.returncode == 0, done.stderr
     data = load_report(out).model_dump(mode="json")
     cmp = data["results"]["flaky_gate_grad"]["vs diffusers"]["2"]["grads"]["gate"]

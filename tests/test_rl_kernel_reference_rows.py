@@ -290,8 +290,12 @@ def test_rejects_bad_inputs():
     with pytest.raises(ValueError):
         nm(x=t["x"][:, :12], w=t["w"][:12], shift=t["shift"][:, :12], scale=t["scale"][:, :12])
     with pytest.raises(ValueError):
-        nm(x=torch.zeros(4, 16392, dtype=BF16), w=torch.ones(16392, dtype=BF16),
-           shift=torch.zeros(R, 16392, dtype=BF16), scale=torch.zeros(R, 16392, dtype=BF16))
+        nm(
+            x=torch.zeros(4, 16392, dtype=BF16),
+            w=torch.ones(16392, dtype=BF16),
+            shift=torch.zeros(R, 16392, dtype=BF16),
+            scale=torch.zeros(R, 16392, dtype=BF16),
+        )
     g = gate_inputs(4)
     with pytest.raises(ValueError):
         ref.gate_residual(g["res"], g["y"][:3], g["gate"], g["idx"])

@@ -31,8 +31,22 @@ FAULTY = {"AUDIT_PLUGINS": "tests.plugins.faulty"}
 def test_a_crashing_candidate_is_isolated_and_the_report_is_still_written(tmp_path):
     out = tmp_path / "r.json"
     done = audit(
-        "run", "--op", "gate_residual", "--device", "cpu", "--case", "2", "--case", "5",
-        "--candidate", "crashes", "--candidate", "raises", "--out", str(out), "-q",
+        "run",
+        "--op",
+        "gate_residual",
+        "--device",
+        "cpu",
+        "--case",
+        "2",
+        "--case",
+        "5",
+        "--candidate",
+        "crashes",
+        "--candidate",
+        "raises",
+        "--out",
+        str(out),
+        "-q",
         env={**FAULTY, "FAULTY_CRASH_CASE": "4"},
     )
     assert done.returncode == 0, done.stderr
@@ -49,8 +63,21 @@ def test_a_crashing_candidate_is_isolated_and_the_report_is_still_written(tmp_pa
 def test_a_hanging_mode_process_times_out_without_ending_the_run(tmp_path):
     out = tmp_path / "r.json"
     done = audit(
-        "run", "--op", "gate_residual", "--device", "cpu", "--case", "3", "--candidate", "hangs",
-        "--timeout", "25", "--out", str(out), "-q", env=FAULTY,
+        "run",
+        "--op",
+        "gate_residual",
+        "--device",
+        "cpu",
+        "--case",
+        "3",
+        "--candidate",
+        "hangs",
+        "--timeout",
+        "25",
+        "--out",
+        str(out),
+        "-q",
+        env=FAULTY,
     )
     assert done.returncode == 0, done.stderr
     results = load_report(out).root.model_dump(mode="json")["results"]
@@ -72,7 +99,11 @@ def test_norm_modulate_on_cpu_end_to_end(tmp_path):
     assert report.cases == [1, 257, 4097] and set(data["inputs_sha256"]) == {"1", "257", "4097"}
     results = data["results"]
     # real results for the CPU candidates ...
-    for name, refs in {"diffusers": ["rl_kernel"], "rl_kernel": ["diffusers"], "torch_rms_norm": ["diffusers", "rl_kernel"]}.items():
+    for name, refs in {
+        "diffusers": ["rl_kernel"],
+        "rl_kernel": ["diffusers"],
+        "torch_rms_norm": ["diffusers", "rl_kernel"],
+    }.items():
         assert sorted(k for k in results[name] if k.startswith("vs ")) == [f"vs {r}" for r in refs]
         for ref in refs:
             for case, cmp in results[name][f"vs {ref}"].items():
@@ -80,10 +111,20 @@ def test_norm_modulate_on_cpu_end_to_end(tmp_path):
     assert set(results["torch_rms_norm"]["vs diffusers"]["257"]["grads"]) == {"x", "w"}
     assert set(results["rl_kernel"]["vs diffusers"]["257"]["grads"]) == {"x", "w", "sh", "sc"}
     assert results["rl_kernel"]["source"].endswith(
-        "PyTorch oracle of the kernels' algorithm on the CPU, not the CUDA kernels (CPU results are not GPU results)")
+        "PyTorch oracle of the kernels' algorithm on the CPU, not the CUDA kernels (CPU results are not GPU results)"
+    )
     # ... and the GPU-only ones say why they did not run
-    for name in ("liger", "liger_rlk_gather", "sglang", "sglang_bi_rmsnorm", "megatron_bi_rmsnorm", "vllm_bi_rmsnorm",
-                 "transformer_engine", "te_rmsnorm_full", "transformer_engine_cudnn"):
+    for name in (
+        "liger",
+        "liger_rlk_gather",
+        "sglang",
+        "sglang_bi_rmsnorm",
+        "megatron_bi_rmsnorm",
+        "vllm_bi_rmsnorm",
+        "transformer_engine",
+        "te_rmsnorm_full",
+        "transformer_engine_cudnn",
+    ):
         assert "unavailable" in results[name], name
     assert "diffusers vs rl_kernel" in done.stdout and "verdicts" in done.stdout
 
@@ -96,10 +137,27 @@ def test_ctrl_c_stops_the_mode_processes_and_leaves_no_file(tmp_path):
     scratch.mkdir()
     out = tmp_path / "out" / "r.json"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "audit", "run", "--op", "gate_residual", "--device", "cpu", "--case", "3",
-         "--candidate", "hangs", "--out", str(out)],
-        cwd=REPO, env={**os.environ, **FAULTY, "TMPDIR": str(scratch), "PYTHONFAULTHANDLER": "1"},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "audit",
+            "run",
+            "--op",
+            "gate_residual",
+            "--device",
+            "cpu",
+            "--case",
+            "3",
+            "--candidate",
+            "hangs",
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        env={**os.environ, **FAULTY, "TMPDIR": str(scratch), "PYTHONFAULTHANDLER": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 120
     while not any(scratch.glob("audit-gate_residual-*/references/3/rl_kernel.safetensors")):

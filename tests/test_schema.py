@@ -42,7 +42,11 @@ def test_unavailable_entries_and_comparison_errors_validate():
     data["results"]["sglang"] = {"unavailable": "sglang is not installed"}
     data["results"]["liger"]["vs diffusers"]["257"] = {"unavailable": "OutOfMemoryError: ..."}
     data["results"]["liger"]["vs diffusers"]["1"]["out"][0] = {
-        "equal": False, "differ": 5376, "numel": 5376, "max_abs": None, "error": "(1, 5376) bfloat16 vs (1, 5376) float32"
+        "equal": False,
+        "differ": 5376,
+        "numel": 5376,
+        "max_abs": None,
+        "error": "(1, 5376) bfloat16 vs (1, 5376) float32",
     }
     assert parse_report(data).model_dump(mode="json") == data
 
@@ -50,13 +54,19 @@ def test_unavailable_entries_and_comparison_errors_validate():
 @pytest.mark.parametrize(
     "mutate, where",
     [
-        (lambda d: d["results"]["liger"]["vs diffusers"]["257"]["out"][0].__setitem__("differ", "many"),
-         '$.results.liger["vs diffusers"]["257"].out[0].differ'),
-        (lambda d: d["results"]["liger"]["vs diffusers"]["4097"]["grads"]["x"].pop("numel"),
-         '$.results.liger["vs diffusers"]["4097"].grads.x.numel'),
+        (
+            lambda d: d["results"]["liger"]["vs diffusers"]["257"]["out"][0].__setitem__("differ", "many"),
+            '$.results.liger["vs diffusers"]["257"].out[0].differ',
+        ),
+        (
+            lambda d: d["results"]["liger"]["vs diffusers"]["4097"]["grads"]["x"].pop("numel"),
+            '$.results.liger["vs diffusers"]["4097"].grads.x.numel',
+        ),
         (lambda d: d["environment"].__setitem__("tf32", "off"), "$.environment.tf32"),
-        (lambda d: d["results"]["liger"]["vs diffusers"]["1"]["out"][0].__setitem__("equal", True),
-         '$.results.liger["vs diffusers"]["1"].out[0]'),
+        (
+            lambda d: d["results"]["liger"]["vs diffusers"]["1"]["out"][0].__setitem__("equal", True),
+            '$.results.liger["vs diffusers"]["1"].out[0]',
+        ),
     ],
 )
 def test_invalid_fields_are_named_by_json_path(mutate, where):
@@ -69,7 +79,7 @@ def test_invalid_fields_are_named_by_json_path(mutate, where):
 
 def test_prior_art_invalid_field_is_named():
     data = load(SEEDS[4])
-    data["results"]["plain"]["rl_kernel"]["batch_invariance"]["batch_size_sweep"]["first_failures"] = [{"seed": 3}] 
+    data["results"]["plain"]["rl_kernel"]["batch_invariance"]["batch_size_sweep"]["first_failures"] = [{"seed": 3}]
     with pytest.raises(ReportError) as info:
         parse_report(data)
     paths = [w for w, _ in info.value.problems]

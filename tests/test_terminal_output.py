@@ -15,8 +15,14 @@ GATE = next(p for p in SEEDS if p.name == "h3_bitwise_reuse.gate_residual.json")
 def audit_in_a_pipe(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """``audit ARGS`` with stdout and stderr going to pipes, as in CI, with COLUMNS unset."""
     base = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    return subprocess.run([sys.executable, "-m", "audit", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=120, env={**base, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "audit", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**base, **(env or {})},
+    )
 
 
 def test_tables_in_a_pipe_do_not_wrap_inside_numbers():

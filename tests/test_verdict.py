@@ -44,7 +44,10 @@ def test_norm_modulate_example_by_hand():
 
 
 def test_prior_art_example_by_hand():
-    found = {(v.mode, v.candidate): v for v in prior_art_verdicts(load_report(_seed("h3_prior_art.adaln_projection.json")).root)}
+    found = {
+        (v.mode, v.candidate): v
+        for v in prior_art_verdicts(load_report(_seed("h3_prior_art.adaln_projection.json")).root)
+    }
     assert {k: v.verdict for k, v in found.items()} == {
         ("plain", "diffusers[plain]"): "not invariant",
         ("plain", "rl_kernel"): "batch-invariant",
@@ -100,6 +103,7 @@ def test_a_non_repeatable_gradient_makes_the_verdict_nondeterministic():
     def mutate(vs):
         for c in vs.values():
             c["grads"]["gate"] |= {"repeatable": False, "repeat_differ": 7} if c["grads"]["gate"]["differ"] else {}
+
     [v] = bitwise_verdicts(_gate_residual_with(mutate).root)
     assert v.verdict == "nondeterministic" and v.detail.startswith("dgate not repeatable (up to 7 elements")
 
@@ -108,6 +112,7 @@ def test_a_stable_output_difference_is_differs_with_the_smallest_case():
     def mutate(vs):
         vs["4097"]["out"][0].update(equal=False, differ=3, max_abs=1.0)
         vs["32768"]["out"][0].update(equal=False, differ=5, max_abs=1.0)
+
     [v] = bitwise_verdicts(_gate_residual_with(mutate).root)
     assert v.verdict == "differs" and v.detail.startswith("out from case 4097, dgate from case 257")
     assert any_difference(_gate_residual_with(mutate))
@@ -118,6 +123,7 @@ def test_a_missing_case_keeps_an_otherwise_equal_candidate_from_being_reusable()
         for c in vs.values():
             _equal(c["grads"]["gate"])
         vs["32768"] = {"unavailable": "OutOfMemoryError: planted"}
+
     [v] = bitwise_verdicts(_gate_residual_with(mutate).root)
     assert v.verdict == "unavailable" and "case 32768 unavailable: OutOfMemoryError: planted" in v.detail
 
@@ -126,5 +132,6 @@ def test_differs_still_names_the_tensors_that_are_not_repeatable():
     def mutate(vs):
         vs["257"]["out"][0].update(equal=False, differ=3, max_abs=1.0)
         vs["257"]["grads"]["gate"] |= {"repeatable": False, "repeat_differ": 9}
+
     [v] = bitwise_verdicts(_gate_residual_with(mutate).root)
     assert v.verdict == "differs" and v.detail == "out from case 257, dgate from case 4097; not repeatable: dgate"

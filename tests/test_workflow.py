@@ -47,13 +47,15 @@ def on_cpu(args: list[str], reports: Path) -> list[list[str]]:
     args = ["cpu" if a == "cuda" else a for a in args]
     if "--baseline" in args:  # the gate against the H200 reports is not a CPU question: against this run's own
         at = args.index("--baseline")
-        args = args[:at] + args[at + 2:]
+        args = args[:at] + args[at + 2 :]
         args = [a for i, a in enumerate(args) if a != "--fail-on" and (i == 0 or args[i - 1] != "--fail-on")]
     if args[0] == "diff":
         args = [str(reports) if a == "audit-reports" else a for a in args]
     if args[0] in ("run", "prior-art"):
         args = ["gate_residual" if a == "all" else str(reports) if a == "audit-reports" else a for a in args]
-        args += ["--case", "1", "--candidate", "diffusers"] if args[0] == "run" else ["--quick", "--candidate", "rl_kernel"]
+        args += (
+            ["--case", "1", "--candidate", "diffusers"] if args[0] == "run" else ["--quick", "--candidate", "rl_kernel"]
+        )
     files = sorted(str(p) for p in reports.glob("*.json"))
     if "$f" in args:
         return [[a for a in args if a != "$f"] + [f] for f in files]
@@ -74,4 +76,7 @@ def test_every_audit_command_in_the_workflow_runs_on_the_cpu(tmp_path):
             if cpu_args[0] == "run":  # the progress bar says what it counts and how long is left
                 assert "candidate × case" in result.stderr and "ETA" in result.stderr
     assert ran == ["env", "list", "run", "prior-art", "validate", "diff", "show", "show"]
-    assert sorted(p.name for p in reports.iterdir()) == ["h3_bitwise_reuse.gate_residual.json", "h3_prior_art.gate_residual.json"]
+    assert sorted(p.name for p in reports.iterdir()) == [
+        "h3_bitwise_reuse.gate_residual.json",
+        "h3_prior_art.gate_residual.json",
+    ]

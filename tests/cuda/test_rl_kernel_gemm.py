@@ -198,8 +198,9 @@ def test_adaln_wgmma_backward_rows_batch_invariant_and_repeatable(adaln):
     splits, rc = reference_gemm.ADALN_SPLITS_DGRAD, reference_gemm.ROW_CHUNK
 
     def d_temb(sl):
-        return ops.adaln_proj_backward_wgmma(g[sl].contiguous(), temb[sl], a[sl].contiguous(), w, splits, rc,
-                                             True, False, False, 0)[0]
+        return ops.adaln_proj_backward_wgmma(
+            g[sl].contiguous(), temb[sl], a[sl].contiguous(), w, splits, rc, True, False, False, 0
+        )[0]
 
     report = {}
     for i in (0, 1, 63, 64, 65, 1000, 2047):
@@ -208,7 +209,6 @@ def test_adaln_wgmma_backward_rows_batch_invariant_and_repeatable(adaln):
         report[f"rows {lo}:{hi}"] = differing_rows(d_temb(slice(lo, hi)), d_full[lo:hi])
     print(f"\nwgmma backward d_temb rows differing from the 2048-row batch: {report}")
     assert all(v == 0 for v in report.values()), report
-
 
 
 @pytest.mark.skipif(torch.cuda.get_device_capability() != (9, 0), reason="the wgmma backward is sm_90 only")
@@ -223,8 +223,18 @@ def test_adaln_wgmma_backward_runs_on_a_fresh_thread(adaln):
     temb, g = adaln["x"][:64], adaln["g"][:64]
     w, b = adaln["params"]
     ops = torch.ops.rl_kernel_ops
-    args = (g.contiguous(), temb, ops.adaln_proj_forward(temb, w, b)[1], w, reference_gemm.ADALN_SPLITS_DGRAD,
-            reference_gemm.ROW_CHUNK, True, True, True, 0)
+    args = (
+        g.contiguous(),
+        temb,
+        ops.adaln_proj_forward(temb, w, b)[1],
+        w,
+        reference_gemm.ADALN_SPLITS_DGRAD,
+        reference_gemm.ROW_CHUNK,
+        True,
+        True,
+        True,
+        0,
+    )
     torch.cuda.synchronize()
     got: list = []
     worker = threading.Thread(target=lambda: got.append(ops.adaln_proj_backward_wgmma(*args)))
@@ -233,6 +243,7 @@ def test_adaln_wgmma_backward_runs_on_a_fresh_thread(adaln):
     assert got, "the backward raised on the worker thread"
     for x, y in zip(got[0], expected):
         assert bits_equal(x, y)
+
 
 def _rel(a: torch.Tensor, ref: torch.Tensor) -> float:
     return float((a.double() - ref).abs().max() / ref.abs().max())

@@ -52,7 +52,9 @@ def inputs(op: str, rows: int, seed: int = 3, device: str = DEV) -> dict:
     idx = packed_index(seed, rows)
     if op == "norm_modulate":
         w = (0.5 + torch.rand(H, generator=torch.Generator().manual_seed(1011))).to(BF16)
-        t = dict(x=rn(seed, 10, (rows, H), 2.0), w=w, shift=rn(1, 12, (R, H), 0.1), scale=rn(1, 13, (R, H), 0.1), idx=idx)
+        t = dict(
+            x=rn(seed, 10, (rows, H), 2.0), w=w, shift=rn(1, 12, (R, H), 0.1), scale=rn(1, 13, (R, H), 0.1), idx=idx
+        )
     elif op == "gate_residual":
         t = dict(res=rn(seed, 15, (rows, H)), y=rn(seed, 16, (rows, H)), gate=rn(1, 17, (R, H), 0.1), idx=idx)
     else:  # one (9, 6H) table, as the six fused AdaLN gathers
@@ -189,7 +191,7 @@ def test_cpu_reference_agrees(op):
         assert all(same_bits(grads[k], r_grads[k]) for k in grads)
         return
     # rows whose statistic agrees are bitwise equal; the others differ by CPU vs CUDA rsqrt only
-    agree = (bits(reference_rows.rms_rstd(cpu["x"], EPS)) == bits(reference_rows.rms_rstd(t["x"], EPS)).cpu())
+    agree = bits(reference_rows.rms_rstd(cpu["x"], EPS)) == bits(reference_rows.rms_rstd(t["x"], EPS)).cpu()
     print(f"\nCPU vs CUDA rstd agree on {int(agree.sum())}/{rows} rows")
     assert same_bits(out.cpu()[agree], r_out[agree])
     assert same_bits(grads["x"].cpu()[agree], r_grads["x"][agree])
@@ -272,7 +274,10 @@ def test_accuracy_at_least_as_good_as_eager(op):
     x_out, x_grads = fp64(op, t, g)
     report = {"out": (rel_err(out, x_out), rel_err(e_out, x_out))}
     report.update({k: (rel_err(grads[k], x_grads[k]), rel_err(e_grads[k], x_grads[k])) for k in x_grads})
-    print(f"\n{op} max|err|/max|fp64| (rl_kernel, eager): " + ", ".join(f"{k} {a:.3e} {b:.3e}" for k, (a, b) in report.items()))
+    print(
+        f"\n{op} max|err|/max|fp64| (rl_kernel, eager): "
+        + ", ".join(f"{k} {a:.3e} {b:.3e}" for k, (a, b) in report.items())
+    )
     for name, (ours, theirs) in report.items():
         assert ours <= theirs * (1 + 1e-6), name
 
@@ -325,7 +330,11 @@ def test_no_atomic_instructions_in_the_row_kernels():
     library = _build.build_directory(torch.cuda.get_device_capability()) / f"{_build.EXTENSION_NAME}.so"
     sass = subprocess.run([cuobjdump, "-sass", str(library)], capture_output=True, text=True, check=True).stdout
     functions = re.split(r"\n\s*Function : ", sass)[1:]
-    ours = [f for f in functions if re.search(r"norm_modulate|gate_residual|row_gather|segment_(plan|fold)", f.split("\n", 1)[0])]
+    ours = [
+        f
+        for f in functions
+        if re.search(r"norm_modulate|gate_residual|row_gather|segment_(plan|fold)", f.split("\n", 1)[0])
+    ]
     assert len(ours) >= 8
     atomic = re.compile(r"\b(ATOM|ATOMG|ATOMS|RED)[.\s]")
     offenders = [f.split("\n", 1)[0] for f in ours if atomic.search(f)]

@@ -15,7 +15,9 @@ from modes.environment import is_numerics_variable
 CRASH_CASE = int(os.environ.get("FAULTY_CRASH_CASE", "0"))
 
 
-@candidate("crashes", ops=("gate_residual",), source="test double: kills its process (exit 3) from case FAULTY_CRASH_CASE on")
+@candidate(
+    "crashes", ops=("gate_residual",), source="test double: kills its process (exit 3) from case FAULTY_CRASH_CASE on"
+)
 def crashes(t: dict[str, torch.Tensor]) -> torch.Tensor:
     if t["res"].shape[0] >= CRASH_CASE:
         os._exit(3)
@@ -56,8 +58,10 @@ def floods(t: dict[str, torch.Tensor]) -> torch.Tensor:
 @candidate(
     "env_probe",
     ops=("gate_residual",),
-    source=lambda mode, device: "test double; numerics variables it saw: "
-    + json.dumps({k: v for k, v in sorted(os.environ.items()) if is_numerics_variable(k)}),
+    source=lambda mode, device: (
+        "test double; numerics variables it saw: "
+        + json.dumps({k: v for k, v in sorted(os.environ.items()) if is_numerics_variable(k)})
+    ),
 )
 def env_probe(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return t["res"] + t["gate"].index_select(0, t["idx"]) * t["y"]

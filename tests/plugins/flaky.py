@@ -25,6 +25,8 @@ class _OneUlpOff(torch.autograd.Function):
         return grad
 
 
-@candidate("flaky_gate_grad", ops=("gate_residual",), source="test double: one ULP added to a varying d_gate element per call")
+@candidate(
+    "flaky_gate_grad", ops=("gate_residual",), source="test double: one ULP added to a varying d_gate element per call"
+)
 def flaky_gate_grad(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return t["res"] + _OneUlpOff.apply(t["gate"]).index_select(0, t["idx"]) * t["y"]

@@ -15,13 +15,23 @@ def _rms_norm(x: torch.Tensor, w: torch.Tensor, pieces: int) -> torch.Tensor:
     return (xf * torch.rsqrt(ms + EPS) * w.float()).to(x.dtype)
 
 
-@candidate("order_follows_batch", ops=("norm_modulate",), source="test double: sum order depends on the batch size",
-           grads=("x", "w"), computes="torch_rms_norm")
+@candidate(
+    "order_follows_batch",
+    ops=("norm_modulate",),
+    source="test double: sum order depends on the batch size",
+    grads=("x", "w"),
+    computes="torch_rms_norm",
+)
 def order_follows_batch(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return _rms_norm(t["x"], t["w"], pieces=2 if t["x"].shape[0] % 2 else 7)
 
 
-@candidate("fixed_order", ops=("norm_modulate",), source="test double: fixed sum order",
-           grads=("x", "w"), computes="torch_rms_norm")
+@candidate(
+    "fixed_order",
+    ops=("norm_modulate",),
+    source="test double: fixed sum order",
+    grads=("x", "w"),
+    computes="torch_rms_norm",
+)
 def fixed_order(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return _rms_norm(t["x"], t["w"], pieces=7)

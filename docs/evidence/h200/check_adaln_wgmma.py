@@ -87,7 +87,17 @@ def main() -> None:
     bad_single = [i for i in singles if not same(wg(pool[i : i + 1]), full[i : i + 1])]
     report["batch_invariance"]["rows_alone_checked"] = len(singles)
     report["batch_invariance"]["rows_alone_differing"] = bad_single
-    slices = [(0, 4), (5, 69), (100, 165), (1000, 1128), (3000, 3129), (4000, 4257), (123, 2171), (0, 2048), (7000, 8192)]
+    slices = [
+        (0, 4),
+        (5, 69),
+        (100, 165),
+        (1000, 1128),
+        (3000, 3129),
+        (4000, 4257),
+        (123, 2171),
+        (0, 2048),
+        (7000, 8192),
+    ]
     for lo, hi in slices:
         n = differing(wg(pool[lo:hi]), full[lo:hi])
         report["batch_invariance"][f"rows {lo}:{hi}"] = n

@@ -68,8 +68,9 @@ def main() -> None:
 
     def new(T, variant=0, needs=(True, True, True), lo=0):
         sl = slice(lo, lo + T)
-        return ops.adaln_proj_backward_wgmma(dout[sl], temb[sl], a[sl], w, ADALN_SPLITS_DGRAD, ROW_CHUNK, *needs,
-                                             variant)
+        return ops.adaln_proj_backward_wgmma(
+            dout[sl], temb[sl], a[sl], w, ADALN_SPLITS_DGRAD, ROW_CHUNK, *needs, variant
+        )
 
     report: dict = {**machine(), "splits_dgrad": ADALN_SPLITS_DGRAD, "row_chunk": ROW_CHUNK}
     ok = True
@@ -96,10 +97,28 @@ def main() -> None:
     inv = {}
     for i in (0, 1, 63, 64, 127, 128, 4095, 8191, 1234, 5000):
         inv[f"row {i}"] = differing(new(1, 0, only, lo=i)[0], full[i : i + 1])
-    for lo, hi in ((0, 4), (5, 69), (100, 165), (1000, 1128), (3000, 3129), (4000, 4257), (123, 2171), (0, 2048), (7000, 8192)):
+    for lo, hi in (
+        (0, 4),
+        (5, 69),
+        (100, 165),
+        (1000, 1128),
+        (3000, 3129),
+        (4000, 4257),
+        (123, 2171),
+        (0, 2048),
+        (7000, 8192),
+    ):
         inv[f"rows {lo}:{hi}"] = differing(new(hi - lo, 0, only, lo=lo)[0], full[lo:hi])
-    rev = ops.adaln_proj_backward_wgmma(dout.flip(0).contiguous(), temb.flip(0).contiguous(), a.flip(0).contiguous(), w,
-                                        ADALN_SPLITS_DGRAD, ROW_CHUNK, *only, 0)[0]
+    rev = ops.adaln_proj_backward_wgmma(
+        dout.flip(0).contiguous(),
+        temb.flip(0).contiguous(),
+        a.flip(0).contiguous(),
+        w,
+        ADALN_SPLITS_DGRAD,
+        ROW_CHUNK,
+        *only,
+        0,
+    )[0]
     inv["reversed 8192"] = differing(rev.flip(0), full)
     ok &= all(v == 0 for v in inv.values())
     report["batch_invariance_d_temb"] = inv
@@ -131,8 +150,11 @@ def main() -> None:
             f"bwd T={T:5d}  wgmma {row['wgmma']['us']:9.1f} us ({row['wgmma']['tflops']:6.1f} TFLOP/s; dgrad "
             f"{row['wgmma_dgrad']['us']:.1f}, wgrad {row['wgmma_wgrad']['us']:.1f})  mma {row['mma']['us']:9.1f} us "
             f"({row['mma']['tflops']:6.1f}; dgrad {row['mma_dgrad']['us']:.1f}, wgrad {row['mma_wgrad']['us']:.1f})"
-            + "".join(f"  dgrad v{v} {row[f'wgmma_dgrad_variant{v}']['us']:.1f}" for v in (1, 2, 3)
-                      if f"wgmma_dgrad_variant{v}" in row),
+            + "".join(
+                f"  dgrad v{v} {row[f'wgmma_dgrad_variant{v}']['us']:.1f}"
+                for v in (1, 2, 3)
+                if f"wgmma_dgrad_variant{v}" in row
+            ),
             flush=True,
         )
     report["all_checks_pass"] = bool(ok)

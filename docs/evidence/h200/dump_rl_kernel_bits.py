@@ -41,7 +41,12 @@ def compare(a_path: str, b_path: str) -> int:
     print(f"A = {a.pop('source')}\nB = {b.pop('source')}")
     differing = 0
     for key in sorted(set(a) | set(b)):
-        same = key in a and key in b and a[key].shape == b[key].shape and torch.equal(bit_patterns(a[key]), bit_patterns(b[key]))
+        same = (
+            key in a
+            and key in b
+            and a[key].shape == b[key].shape
+            and torch.equal(bit_patterns(a[key]), bit_patterns(b[key]))
+        )
         differing += not same
         print(f"{key:40s} {'same bits' if same else 'DIFFERENT'}")
     print(f"{len(set(a) | set(b))} tensors, {differing} different")

@@ -20,8 +20,10 @@ def problem(op, rows, seed):
 
 
 print("== repeatability of table/parameter gradients, 2048 rows, seed 3, two runs")
-for op_name, names in (("norm_modulate", ("diffusers", "liger", "liger_rlk_gather", "rl_kernel")),
-                       ("gate_residual", ("diffusers", "rl_kernel"))):
+for op_name, names in (
+    ("norm_modulate", ("diffusers", "liger", "liger_rlk_gather", "rl_kernel")),
+    ("gate_residual", ("diffusers", "rl_kernel")),
+):
     op = get_op(op_name)
     inputs, g = problem(op, 2048, 3)
     for name in names:

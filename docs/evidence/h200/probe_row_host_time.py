@@ -43,14 +43,18 @@ for rows in (4097, 32768):
 
     ops = cuda_rows._ops()
     pieces = {
-        "check_norm_modulate": lambda: check_norm_modulate(leaves["x"], leaves["w"], leaves["sh"], leaves["sc"], leaves["idx"], 1e-5),
+        "check_norm_modulate": lambda: check_norm_modulate(
+            leaves["x"], leaves["w"], leaves["sh"], leaves["sc"], leaves["idx"], 1e-5
+        ),
         "torch.sort(idx, stable=True)": lambda: torch.sort(leaves["idx"], stable=True),
         "_plan (sort + segment plan)": lambda: cuda_rows._plan(ops, leaves["idx"], 9),
         "forward": fwd,
         "forward + backward": fwd_bwd,
     }
     for name, fn in pieces.items():
-        print(f"S={rows:6d} {name:30s} host {per_call_us(fn):8.1f} us/call   +sync {per_call_us(fn, sync=True):8.1f} us/call")
+        print(
+            f"S={rows:6d} {name:30s} host {per_call_us(fn):8.1f} us/call   +sync {per_call_us(fn, sync=True):8.1f} us/call"
+        )
 
 print("-- backward pieces, S = 4097")
 rows = 4097
@@ -65,14 +69,28 @@ leaf = torch.zeros(8, device=dev, requires_grad=True)
 pieces = {
     "kernel_layout(g)": lambda: kernel_layout(g),
     "norm_modulate_bwd_dx": lambda: ops.norm_modulate_bwd_dx(g, x, rstd, w, sc, idx),
-    "norm_modulate_bwd_partials": lambda: ops.norm_modulate_bwd_partials(g, x, rstd, w, sc, perm, seg_start, tile_start, tiles, cuda_rows.TILE_ROWS),
+    "norm_modulate_bwd_partials": lambda: ops.norm_modulate_bwd_partials(
+        g, x, rstd, w, sc, perm, seg_start, tile_start, tiles, cuda_rows.TILE_ROWS
+    ),
     "row_segment_fold (3, R, H)": lambda: ops.row_segment_fold(partials, tile_start),
-    "row_segment_fold (w) + casts": lambda: (seg[0].to(torch.bfloat16), seg[1].to(torch.bfloat16), ops.row_segment_fold(seg[2:3].contiguous(), None)[0, 0].to(torch.bfloat16)),
+    "row_segment_fold (w) + casts": lambda: (
+        seg[0].to(torch.bfloat16),
+        seg[1].to(torch.bfloat16),
+        ops.row_segment_fold(seg[2:3].contiguous(), None)[0, 0].to(torch.bfloat16),
+    ),
     "autograd.grad of leaf * 2": lambda: torch.autograd.grad(leaf * 2, [leaf], grad_outputs=torch.ones(8, device=dev)),
-    "whole backward by hand": lambda: (kernel_layout(g), ops.norm_modulate_bwd_dx(g, x, rstd, w, sc, idx),
-                                       cuda_rows._plan(ops, idx, 9), ops.norm_modulate_bwd_partials(g, x, rstd, w, sc, perm, seg_start, tile_start, tiles, cuda_rows.TILE_ROWS),
-                                       ops.row_segment_fold(partials, tile_start), seg[0].to(torch.bfloat16), seg[1].to(torch.bfloat16),
-                                       ops.row_segment_fold(seg[2:3].contiguous(), None)[0, 0].to(torch.bfloat16)),
+    "whole backward by hand": lambda: (
+        kernel_layout(g),
+        ops.norm_modulate_bwd_dx(g, x, rstd, w, sc, idx),
+        cuda_rows._plan(ops, idx, 9),
+        ops.norm_modulate_bwd_partials(g, x, rstd, w, sc, perm, seg_start, tile_start, tiles, cuda_rows.TILE_ROWS),
+        ops.row_segment_fold(partials, tile_start),
+        seg[0].to(torch.bfloat16),
+        seg[1].to(torch.bfloat16),
+        ops.row_segment_fold(seg[2:3].contiguous(), None)[0, 0].to(torch.bfloat16),
+    ),
 }
 for name, fn in pieces.items():
-    print(f"S={rows:6d} {name:30s} host {per_call_us(fn):8.1f} us/call   +sync {per_call_us(fn, sync=True):8.1f} us/call")
+    print(
+        f"S={rows:6d} {name:30s} host {per_call_us(fn):8.1f} us/call   +sync {per_call_us(fn, sync=True):8.1f} us/call"
+    )
