@@ -128,7 +128,8 @@ def enable_arguments(module: ModuleType, variant: str | None, where: str) -> dic
             return {}
         raise RuntimeError(
             f"{where}: enable_batch_invariant_mode() takes no backend argument (Triton overrides only), "
-            f"so the {variant} backend cannot be selected; it needs a Megatron with enable_batch_invariant_mode(backend=...)"
+            f"so the {variant} backend cannot be selected; "
+            "it needs a Megatron with enable_batch_invariant_mode(backend=...)"
         )
     offered = tuple(module._BATCH_INVARIANT_BACKENDS)
     if variant not in offered:

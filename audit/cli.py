@@ -108,7 +108,8 @@ InheritEnv = Annotated[
     typer.Option(
         "--inherit-env",
         metavar="NAME",
-        help="Keep this numerics variable (e.g. CUBLAS_WORKSPACE_CONFIG) from the shell in every mode process and record it; repeatable. Otherwise such variables are removed.",
+        help="Keep this numerics variable (e.g. CUBLAS_WORKSPACE_CONFIG) from the shell in every mode process "
+        "and record it; repeatable. Otherwise such variables are removed.",
     ),
 ]
 
@@ -419,7 +420,8 @@ def prior_art(
         Optional[Path],
         typer.Option(
             "--megatron-src",
-            help="A Megatron-LM source tree to use instead of the installed megatron-core; its commit goes into the report.",
+            help="A Megatron-LM source tree to use instead of the installed megatron-core; "
+            "its commit goes into the report.",
         ),
     ] = None,
     timeout: Timeout = 3600.0,

@@ -32,7 +32,8 @@ def chain(
         Optional[list[str]],
         typer.Option(
             "--candidate",
-            help="STAGE=NAME or all=NAME (NAME may be 'provider' or NAME[MODE]); repeatable. Default: rl_kernel wherever one exists.",
+            help="STAGE=NAME or all=NAME (NAME may be 'provider' or NAME[MODE]); repeatable. "
+            "Default: rl_kernel wherever one exists.",
         ),
     ] = None,
     backward: Annotated[

@@ -32,7 +32,8 @@ def parallel(
         str,
         typer.Option(
             "--layout",
-            help="tp_column (output features split; GEMM ops), tp_row (the reduction split, partial outputs summed; GEMM ops) or sp_rows (rows split, table and parameter gradients summed).",
+            help="tp_column (output features split; GEMM ops), tp_row (the reduction split, partial outputs "
+            "summed; GEMM ops) or sp_rows (rows split, table and parameter gradients summed).",
         ),
     ],
     ranks: Annotated[int, typer.Option("--ranks", help="Processes, one shard each (torchrun).")] = 2,
@@ -40,7 +41,8 @@ def parallel(
         Optional[str],
         typer.Option(
             "--backend",
-            help="gloo or nccl. Default: nccl on a GPU (one GPU per rank), gloo on a CPU; gloo lets ranks share one GPU.",
+            help="gloo or nccl. Default: nccl on a GPU (one GPU per rank), gloo on a CPU; "
+            "gloo lets ranks share one GPU.",
         ),
     ] = None,
     case: Annotated[

@@ -122,7 +122,8 @@ PROBE = r"""
 import json, sys
 info = {"python": sys.executable, "python_version": ".".join(map(str, sys.version_info[:3]))}
 if sys.version_info < MIN:
-    info["problem"] = f"Python {info['python_version']} is too old for the audit's worker (needs >= {'.'.join(map(str, MIN))})"
+    need = ".".join(map(str, MIN))
+    info["problem"] = f"Python {info['python_version']} is too old for the audit's worker (needs >= {need})"
 else:
     import importlib
     missing = []

@@ -196,7 +196,8 @@ def main() -> None:
         "hidden": H,
         "table_rows": R,
         "timing": {
-            "pipelined": f"median of {PIPELINE_SAMPLES} CUDA-event samples of {PIPELINE_CALLS} back-to-back calls, per call",
+            "pipelined": f"median of {PIPELINE_SAMPLES} CUDA-event samples of {PIPELINE_CALLS} back-to-back "
+            "calls, per call",
             "per_call": f"median of {ITERS} CUDA-event samples of one synchronized call after {WARMUP} warm-ups",
         },
         "copy_GBps": copy_gbs,

@@ -39,7 +39,8 @@ class ReportError(ValueError):
 
 
 def json_path(loc: tuple) -> str:
-    """``("results", "liger", "vs diffusers", "257", "out", 0)`` -> ``$.results.liger["vs diffusers"]["257"].out[0]``."""
+    """``("results", "liger", "vs diffusers", "257", "out", 0)``
+    -> ``$.results.liger["vs diffusers"]["257"].out[0]``."""
     out = "$"
     for part in loc:
         if isinstance(part, int):

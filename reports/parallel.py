@@ -74,5 +74,6 @@ def decide(c: ParallelCandidate) -> tuple[ParallelVerdict, str]:
         )
     return (
         "gathered bitwise",
-        f"gathered tensors equal; reduced {', '.join(dict.fromkeys(differ['fixed_order']))} differ with either reduction{stopped}",
+        f"gathered tensors equal; reduced {', '.join(dict.fromkeys(differ['fixed_order']))} differ "
+        f"with either reduction{stopped}",
     )

@@ -79,7 +79,10 @@ def _decide(cases: dict[str, CaseComparison | Unavailable]) -> tuple[BitwiseVerd
         also = f"; not repeatable: {_join(t for t in order if t in noisy)}" if noisy else ""
         return "differs", f"{firsts}{also}{gaps}"
     if noisy:
-        detail = f"{_join(t for t in order if t in noisy)} not repeatable (up to {max(noisy.values()):,} elements differ between runs)"
+        detail = (
+            f"{_join(t for t in order if t in noisy)} not repeatable "
+            f"(up to {max(noisy.values()):,} elements differ between runs)"
+        )
         return "nondeterministic", detail + (f"; stable differences: {firsts}" if stable else "") + gaps
     if stable:
         return "forward only", f"output equal in every case; {firsts}{gaps}"

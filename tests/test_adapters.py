@@ -260,7 +260,10 @@ def test_megatron_variant_outside_its_backends_is_refused_before_any_call(use_me
     """Between 57deb43 and d98e8a6 te_native is no backend: `audit list` must say so, and the mode
     must refuse without calling enable (which would raise ValueError there)."""
     module = use_megatron(megatron_stand_in(("deepgemm", "triton")))
-    reason = f"{WHERE}: enable_batch_invariant_mode(backend=...) offers deepgemm, triton (_BATCH_INVARIANT_BACKENDS), not te_native"
+    reason = (
+        f"{WHERE}: enable_batch_invariant_mode(backend=...) offers deepgemm, triton (_BATCH_INVARIANT_BACKENDS), "
+        "not te_native"
+    )
     assert get_mode("megatron_te_native").problem() == f"RuntimeError: {reason}"
     with pytest.raises(RuntimeError) as err:
         get_mode("megatron_te_native").call("enable")

@@ -6,7 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import torch
 
 import tests.plugins.planted  # noqa: F401  (registers the planted candidates)

@@ -118,7 +118,8 @@ def main() -> None:
         row["ratio_wgmma_vs_cublas"] = row["wgmma"]["us"] / row["cublas"]["us"]
         report["timing_fwd_us"][str(T)] = row
         print(
-            f"v{args.variant} fwd T={T:5d}  wgmma {row['wgmma']['us']:9.1f} us ({row['wgmma']['tflops']:6.1f} TFLOP/s)  "
+            f"v{args.variant} fwd T={T:5d}  wgmma {row['wgmma']['us']:9.1f} us "
+            f"({row['wgmma']['tflops']:6.1f} TFLOP/s)  "
             f"mma {row['mma']['us']:9.1f} us ({row['mma']['tflops']:6.1f})  cuBLAS {row['cublas']['us']:9.1f} us "
             f"({row['cublas']['tflops']:6.1f})  wgmma/cuBLAS x{row['ratio_wgmma_vs_cublas']:.3f}",
             flush=True,

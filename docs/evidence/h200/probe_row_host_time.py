@@ -36,7 +36,9 @@ for rows in (4097, 32768):
     g = draw_grad_out(op, rows, rows).to(dev)
     leaves = {n: v.detach().clone().requires_grad_(n != "idx") for n, v in t.items()}
     targets = [leaves[n] for n in ("x", "w", "sh", "sc")]
-    fwd = lambda: rl_kernel_ops.norm_modulate(leaves["x"], leaves["w"], leaves["sh"], leaves["sc"], leaves["idx"])
+
+    def fwd():
+        return rl_kernel_ops.norm_modulate(leaves["x"], leaves["w"], leaves["sh"], leaves["sc"], leaves["idx"])
 
     def fwd_bwd():
         torch.autograd.grad(fwd(), targets, grad_outputs=g)
@@ -53,7 +55,8 @@ for rows in (4097, 32768):
     }
     for name, fn in pieces.items():
         print(
-            f"S={rows:6d} {name:30s} host {per_call_us(fn):8.1f} us/call   +sync {per_call_us(fn, sync=True):8.1f} us/call"
+            f"S={rows:6d} {name:30s} host {per_call_us(fn):8.1f} us/call   "
+            f"+sync {per_call_us(fn, sync=True):8.1f} us/call"
         )
 
 print("-- backward pieces, S = 4097")
