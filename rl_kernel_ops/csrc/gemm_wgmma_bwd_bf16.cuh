@@ -19,7 +19,9 @@
 // first thread is the producer: it streams 64-wide k slices of both operands with TMA (128-byte
 // swizzle; MN-major operands as 64-element-wide boxes of 64 k rows, one per 64 columns) into a
 // STAGES-deep ring guarded by full/empty mbarriers, running ahead across tile boundaries.
-// Warpgroups 1..BM/64 are consumers, each owning 64 rows of the BM x BN tile.
+// Warpgroups 1..BM/64 are consumers, each owning 64 rows of the BM x BN tile. dgrad's FP32
+// partials are stored from registers; wgrad's BF16 tile goes through shared memory and a TMA
+// store, so the consumers start the next tile while it drains.
 #pragma once
 
 #include <algorithm>

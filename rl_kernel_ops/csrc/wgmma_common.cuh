@@ -1,7 +1,8 @@
 // Hopper (sm_90a) building blocks of the wgmma GEMMs (gemm_wgmma_bf16.cuh: forward;
 // gemm_wgmma_bwd_bf16.cuh: dgrad and wgrad): mbarriers, TMA loads and stores, shared-memory
-// matrix descriptors for the 128-byte swizzle, the wgmma instructions, and the tensor maps.
-// Nothing here decides a summation order: that is each kernel's k loop.
+// matrix descriptors for the 128-byte swizzle, the wgmma instructions, the tensor maps, and the
+// consumer's k loop (accumulate_tile), which fixes the summation order every kernel shares: one
+// FP32 chain per output over the tile's 16-wide k steps, ascending, from +0.0f.
 #pragma once
 
 #include <cuda.h>
