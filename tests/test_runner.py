@@ -158,6 +158,9 @@ def test_ctrl_c_stops_the_mode_processes_and_leaves_no_file(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as a terminal delivers it: a run started from a background job (`cmd &` in a
+        # script, nohup) inherits SIGINT ignored, and Python then leaves it ignored.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
     while not any(scratch.glob("audit-gate_residual-*/references/3/rl_kernel.safetensors")):
