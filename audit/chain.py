@@ -39,7 +39,7 @@ from torch.func import functional_call
 from .candidates import Candidate, candidates_for, error_text, get_candidate, unavailable_reason, version
 from .compare import compare, count_differ
 from .evaluate import differentiated
-from .inputs import fingerprint, packed_index, rn
+from .inputs import fingerprint, packed_index, seeded_normal
 from .ops import EPS, FREQ_CHANNELS, GRAD_OUT_SALT, HIDDEN, MODALITIES, PARAM_SEED, TIME_EMBED, TIME_MLP_HIDDEN, get_op
 
 H3_MODULE = "diffusers.models.transformers.transformer_minimax_h3"
@@ -420,10 +420,10 @@ def build_model(config: BlockConfig, device: torch.device) -> nn.Module:
 
 def _draw_weight(name: str, shape: tuple[int, ...], dtype: torch.dtype, salt: int) -> torch.Tensor:
     if len(shape) == 2:
-        return rn(PARAM_SEED, salt, shape, dtype, shape[1] ** -0.5)
+        return seeded_normal(PARAM_SEED, salt, shape, dtype, shape[1] ** -0.5)
     if "norm" in name:  # RMSNorm gains around 1
-        return (1.0 + rn(PARAM_SEED, salt, shape, torch.float32, 0.1)).to(dtype)
-    return rn(PARAM_SEED, salt, shape, dtype, 0.02)
+        return (1.0 + seeded_normal(PARAM_SEED, salt, shape, torch.float32, 0.1)).to(dtype)
+    return seeded_normal(PARAM_SEED, salt, shape, dtype, 0.02)
 
 
 @dataclass
@@ -452,8 +452,8 @@ def draw_inputs(config: BlockConfig, length: int) -> ChainInputs:
         timestep_indices=idx // MODALITIES,
         token_tags=idx % MODALITIES,
         position_ids=torch.stack([r // (GRID * GRID), (r // GRID) % GRID, r % GRID], dim=1),
-        hidden=rn(seed, 21, (1, length, config.hidden), torch.bfloat16, 1.0),
-        grad_out=rn(seed, GRAD_OUT_SALT, (1, length, config.hidden), torch.bfloat16),
+        hidden=seeded_normal(seed, 21, (1, length, config.hidden), torch.bfloat16, 1.0),
+        grad_out=seeded_normal(seed, GRAD_OUT_SALT, (1, length, config.hidden), torch.bfloat16),
     )
 
 

@@ -17,7 +17,7 @@ def _generator(seed: int, salt: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 1000 + salt)
 
 
-def rn(seed: int, salt: int, shape: tuple[int, ...], dtype: torch.dtype, scale: float = 1.0) -> torch.Tensor:
+def seeded_normal(seed: int, salt: int, shape: tuple[int, ...], dtype: torch.dtype, scale: float = 1.0) -> torch.Tensor:
     """Upstream's convention: ``(randn(shape, generator=seed*1000+salt) * scale).to(dtype)``."""
     return (torch.randn(shape, generator=_generator(seed, salt)) * scale).to(dtype)
 
@@ -38,7 +38,7 @@ def draw_input(spec: InputSpec, rows: int, seed: int) -> torch.Tensor:
     shape = spec.shape(rows)
     match spec.draw:
         case Normal(salt, scale):
-            return rn(s, salt, shape, spec.dtype, scale)
+            return seeded_normal(s, salt, shape, spec.dtype, scale)
         case UniformOffset(salt, offset):
             return (offset + torch.rand(shape, generator=_generator(s, salt))).to(spec.dtype)
         case PackedIndex():
@@ -53,7 +53,7 @@ def draw_inputs(op: OpSpec, rows: int, seed: int) -> dict[str, torch.Tensor]:
 
 def draw_grad_out(op: OpSpec, rows: int, seed: int) -> torch.Tensor:
     """The fixed upstream gradient of the output for this case (case seed, salt 99)."""
-    return rn(seed, GRAD_OUT_SALT, op.out_shape(rows), op.out_dtype)
+    return seeded_normal(seed, GRAD_OUT_SALT, op.out_shape(rows), op.out_dtype)
 
 
 def fingerprint(tensors: dict[str, torch.Tensor]) -> str:

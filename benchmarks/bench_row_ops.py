@@ -45,7 +45,7 @@ def timings(fn) -> dict[str, float]:
     }
 
 
-def rn(shape, scale: float = 1.0) -> torch.Tensor:
+def random_bf16(shape, scale: float = 1.0) -> torch.Tensor:
     return (torch.randn(shape, device="cuda") * scale).to(BF16)
 
 
@@ -125,8 +125,8 @@ def main() -> None:
     results = {}
 
     # norm_modulate
-    x, w = rn((S, H), 2.0), (0.5 + torch.rand(H, device="cuda")).to(BF16)
-    sh, sc, g = rn((R, H), 0.1), rn((R, H), 0.1), rn((S, H))
+    x, w = random_bf16((S, H), 2.0), (0.5 + torch.rand(H, device="cuda")).to(BF16)
+    sh, sc, g = random_bf16((R, H), 0.1), random_bf16((R, H), 0.1), random_bf16((S, H))
 
     def nm_eager(x, w, sh, sc):
         return F.rms_norm(x, (H,), w, EPS) * (1.0 + sc.index_select(0, idx)) + sh.index_select(0, idx)
@@ -158,7 +158,7 @@ def main() -> None:
     del x, g
 
     # gate_residual
-    res, y, gate, g = rn((S, H)), rn((S, H)), rn((R, H), 0.1), rn((S, H))
+    res, y, gate, g = random_bf16((S, H)), random_bf16((S, H)), random_bf16((R, H), 0.1), random_bf16((S, H))
 
     def gr_eager(res, y, gate):
         return res + gate.index_select(0, idx) * y
@@ -174,7 +174,7 @@ def main() -> None:
     del res, y, g
 
     # adaln_row_gather: one (9, 6H) table -> (S, 6H)
-    big, g = rn((R, 6 * H)), rn((S, 6 * H))
+    big, g = random_bf16((R, 6 * H)), random_bf16((S, 6 * H))
 
     def ga_eager(t):
         return t.index_select(0, idx)

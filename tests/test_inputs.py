@@ -4,7 +4,7 @@ import sys
 
 import torch
 
-from audit.inputs import draw_grad_out, draw_inputs, fingerprint, packed_index, rn
+from audit.inputs import draw_grad_out, draw_inputs, fingerprint, packed_index, seeded_normal
 from audit.ops import OPS, TABLE_ROWS
 
 PROBE = (
@@ -40,7 +40,7 @@ def test_inputs_follow_the_spec_shapes_and_dtypes():
 def test_upstream_convention_rn():
     g = torch.Generator().manual_seed(5 * 1000 + 10)
     expected = (torch.randn((4, 8), generator=g) * 2.0).to(torch.bfloat16)
-    assert torch.equal(rn(5, 10, (4, 8), torch.bfloat16, 2.0), expected)
+    assert torch.equal(seeded_normal(5, 10, (4, 8), torch.bfloat16, 2.0), expected)
 
 
 def test_parameters_do_not_depend_on_the_case_seed_but_rows_do():

@@ -7,25 +7,25 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from audit.inputs import seeded_normal
 from rl_kernel_ops import reference_gemm as ref
 
 
-def rn(seed: int, salt: int, shape, dtype=torch.float32, scale: float = 1.0) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed * 1000 + salt)
-    return (torch.randn(shape, generator=g) * scale).to(dtype)
+def normal(seed: int, salt: int, shape, dtype=torch.float32, scale: float = 1.0) -> torch.Tensor:
+    return seeded_normal(seed, salt, shape, dtype, scale)
 
 
 def tmlp_params(f: int, hd: int, d: int) -> list[torch.Tensor]:
     return [
-        rn(1, 3, (hd, f), scale=f**-0.5),
-        rn(1, 4, (hd,), scale=0.02),
-        rn(1, 5, (d, hd), scale=hd**-0.5),
-        rn(1, 6, (d,), scale=0.02),
+        normal(1, 3, (hd, f), scale=f**-0.5),
+        normal(1, 4, (hd,), scale=0.02),
+        normal(1, 5, (d, hd), scale=hd**-0.5),
+        normal(1, 6, (d,), scale=0.02),
     ]
 
 
 def adaln_params(d: int, n: int) -> list[torch.Tensor]:
-    return [rn(1, 8, (n, d), torch.bfloat16, d**-0.5), rn(1, 9, (n,), torch.bfloat16, 0.02)]
+    return [normal(1, 8, (n, d), torch.bfloat16, d**-0.5), normal(1, 9, (n,), torch.bfloat16, 0.02)]
 
 
 def run(fn, x, params, g, param_grads: bool = True):
@@ -50,14 +50,14 @@ SMALL_ADALN = dict(d=72, n=200)
 
 
 def small_tmlp_case(rows: int):
-    return rn(3, 2, (rows, SMALL_TMLP["f"])), tmlp_params(**SMALL_TMLP), rn(3, 20, (rows, SMALL_TMLP["d"]))
+    return normal(3, 2, (rows, SMALL_TMLP["f"])), tmlp_params(**SMALL_TMLP), normal(3, 20, (rows, SMALL_TMLP["d"]))
 
 
 def small_adaln_case(rows: int):
     return (
-        rn(3, 7, (rows, SMALL_ADALN["d"])),
+        normal(3, 7, (rows, SMALL_ADALN["d"])),
         adaln_params(**SMALL_ADALN),
-        rn(3, 21, (rows, SMALL_ADALN["n"]), torch.bfloat16),
+        normal(3, 21, (rows, SMALL_ADALN["n"]), torch.bfloat16),
     )
 
 
@@ -87,7 +87,7 @@ def test_adaln_projection_matches_eager_autograd():
 
 def test_real_sizes_agree_with_fp64():
     """The MiniMax-H3 sizes run on the CPU in seconds and agree with FP64 eager."""
-    x, g = rn(3, 2, (2, 256)), rn(3, 20, (2, 2688))
+    x, g = normal(3, 2, (2, 256)), normal(3, 20, (2, 2688))
     params = tmlp_params(256, 5376, 2688)
     out, grads = run(ref.timestep_mlp, x, params, g)
     x64 = x.double().requires_grad_()
@@ -96,7 +96,7 @@ def test_real_sizes_agree_with_fp64():
     for a, b in zip(grads, [x64.grad] + [p.grad for p in p64]):
         assert rel(a, b) < 1e-5
 
-    temb, g = rn(3, 7, (2, 2688)), rn(3, 21, (2, 96768), torch.bfloat16)
+    temb, g = normal(3, 7, (2, 2688)), normal(3, 21, (2, 96768), torch.bfloat16)
     out, grads = run(ref.adaln_projection, temb, adaln_params(2688, 96768), g, param_grads=False)
     assert out.shape == (2, 96768) and grads[0].shape == (2, 2688)
     assert torch.isfinite(out.float()).all() and torch.isfinite(grads[0]).all()
@@ -142,7 +142,7 @@ def test_bias_gradients_are_chunked_column_sums_folded_pairwise():
 
 
 def test_weight_gradients_fold_fixed_row_chunks():
-    g, a = rn(6, 1, (ref.TMLP_WGRAD_ROWS + 3, 5)), rn(6, 2, (ref.TMLP_WGRAD_ROWS + 3, 4))
+    g, a = normal(6, 1, (ref.TMLP_WGRAD_ROWS + 3, 5)), normal(6, 2, (ref.TMLP_WGRAD_ROWS + 3, 4))
     chunks = []
     for r0 in (0, ref.TMLP_WGRAD_ROWS):
         acc = torch.zeros(5, 4)
@@ -153,7 +153,7 @@ def test_weight_gradients_fold_fixed_row_chunks():
 
 
 def test_split_k_order_is_chunked_running_sums():
-    a, b = rn(5, 1, (3, 8)), rn(5, 2, (8, 4))
+    a, b = normal(5, 1, (3, 8)), normal(5, 2, (8, 4))
     got = ref.split_k_matmul(a, b, 2)
     halves = []
     for ks in (range(0, 4), range(4, 8)):

@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from audit.inputs import packed_index, rn as draw_rn
+from audit.inputs import packed_index, seeded_normal
 from rl_kernel_ops import reference_rows as ref
 
 H = 5376
@@ -22,32 +22,32 @@ EPS = 1e-5
 BF16 = torch.bfloat16
 
 
-def rn(seed: int, salt: int, shape, scale: float = 1.0, dtype=BF16) -> torch.Tensor:
-    return draw_rn(seed, salt, shape, dtype, scale)
+def bf16_normal(seed: int, salt: int, shape, scale: float = 1.0) -> torch.Tensor:
+    return seeded_normal(seed, salt, shape, BF16, scale)
 
 
 def norm_inputs(rows: int, seed: int = 3, hidden: int = H):
     w = (0.5 + torch.rand(hidden, generator=torch.Generator().manual_seed(1011))).to(BF16)
     return dict(
-        x=rn(seed, 10, (rows, hidden), 2.0),
+        x=bf16_normal(seed, 10, (rows, hidden), 2.0),
         w=w,
-        shift=rn(1, 12, (R, hidden), 0.1),
-        scale=rn(1, 13, (R, hidden), 0.1),
+        shift=bf16_normal(1, 12, (R, hidden), 0.1),
+        scale=bf16_normal(1, 13, (R, hidden), 0.1),
         idx=packed_index(seed, rows),
     )
 
 
 def gate_inputs(rows: int, seed: int = 3, hidden: int = H):
     return dict(
-        res=rn(seed, 15, (rows, hidden)),
-        y=rn(seed, 16, (rows, hidden)),
-        gate=rn(1, 17, (R, hidden), 0.1),
+        res=bf16_normal(seed, 15, (rows, hidden)),
+        y=bf16_normal(seed, 16, (rows, hidden)),
+        gate=bf16_normal(1, 17, (R, hidden), 0.1),
         idx=packed_index(seed, rows),
     )
 
 
 def gather_inputs(rows: int, seed: int = 3, hidden: int = H):
-    return dict(table=rn(1, 18, (R, hidden)), idx=packed_index(seed, rows))
+    return dict(table=bf16_normal(1, 18, (R, hidden)), idx=packed_index(seed, rows))
 
 
 OPS = {
@@ -135,7 +135,7 @@ def test_norm_modulate_forward_is_the_rounded_formula():
 
 def test_gate_residual_forward_and_row_grads_equal_eager():
     t = gate_inputs(257)
-    g = rn(3, 99, (257, H))
+    g = bf16_normal(3, 99, (257, H))
     out, grads = run("gate_residual", t, g)
     res, y, gate = (t[k].clone().requires_grad_() for k in ("res", "y", "gate"))
     eager = res + gate.index_select(0, t["idx"]) * y
@@ -146,7 +146,7 @@ def test_gate_residual_forward_and_row_grads_equal_eager():
 
 def test_gather_forward_is_index_select():
     t = gather_inputs(257)
-    out, _ = run("adaln_row_gather", t, rn(3, 99, (257, H)))
+    out, _ = run("adaln_row_gather", t, bf16_normal(3, 99, (257, H)))
     assert same_bits(out, t["table"].index_select(0, t["idx"]))
 
 
@@ -169,9 +169,14 @@ def naive_segment_sum(terms: torch.Tensor, idx: torch.Tensor, rows: int) -> torc
 def test_segmented_sums_follow_the_documented_order():
     rows, hidden = 300, 64  # ~100 positions per table row: two tiles each, the second partial
     idx = torch.randint(0, 3, (rows,), generator=torch.Generator().manual_seed(5))
-    t_gather = dict(table=rn(1, 18, (3, hidden)), idx=idx)
-    t_gate = dict(res=rn(3, 15, (rows, hidden)), y=rn(3, 16, (rows, hidden)), gate=rn(1, 17, (3, hidden)), idx=idx)
-    g = rn(3, 99, (rows, hidden)) * 8
+    t_gather = dict(table=bf16_normal(1, 18, (3, hidden)), idx=idx)
+    t_gate = dict(
+        res=bf16_normal(3, 15, (rows, hidden)),
+        y=bf16_normal(3, 16, (rows, hidden)),
+        gate=bf16_normal(1, 17, (3, hidden)),
+        idx=idx,
+    )
+    g = bf16_normal(3, 99, (rows, hidden)) * 8
     _, gg = run("adaln_row_gather", t_gather, g)
     assert same_bits(gg["table"], naive_segment_sum(g.float(), idx, 3).to(BF16))
     _, gr = run("gate_residual", t_gate, g)
@@ -195,7 +200,7 @@ def fp64_norm_modulate(t):
 def test_norm_modulate_close_to_eager_and_fp64():
     rows = 257
     t = norm_inputs(rows)
-    g = rn(3, 99, (rows, H))
+    g = bf16_normal(3, 99, (rows, H))
     out, grads = run("norm_modulate", t, g)
     eager = F.rms_norm(t["x"], (H,), t["w"], EPS) * (1.0 + t["scale"][t["idx"]]) + t["shift"][t["idx"]]
     torch.testing.assert_close(out.float(), eager.float(), rtol=2**-7, atol=2**-6)
@@ -208,7 +213,7 @@ def test_norm_modulate_close_to_eager_and_fp64():
 
 def test_gate_and_gather_table_grads_close_to_fp64():
     rows = 257
-    g = rn(3, 99, (rows, H))
+    g = bf16_normal(3, 99, (rows, H))
     t = gate_inputs(rows)
     _, grads = run("gate_residual", t, g)
     exact = torch.zeros(R, H, dtype=torch.float64).index_add_(0, t["idx"], g.double() * t["y"].double())
@@ -225,7 +230,7 @@ def test_gate_and_gather_table_grads_close_to_fp64():
 @pytest.mark.parametrize("op", list(OPS))
 def test_deterministic(op):
     t = OPS[op][1](257)
-    g = rn(3, 99, (257, H))
+    g = bf16_normal(3, 99, (257, H))
     out1, g1 = run(op, t, g)
     out2, g2 = run(op, t, g)
     assert same_bits(out1, out2)
@@ -240,7 +245,7 @@ def slice_rows(op: str, t: dict, rows) -> dict:
 def test_batch_invariant(op):
     n = 64
     t = OPS[op][1](n, seed=4)
-    g = rn(4, 99, (n, H))
+    g = bf16_normal(4, 99, (n, H))
     full_out, full_grads = run(op, t, g)
     checks = [slice(i, i + 1) for i in range(n)] + [slice(0, 7), slice(13, 50), slice(n - 1, n)]
     for rows in checks:

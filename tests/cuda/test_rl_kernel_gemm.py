@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 import rl_kernel_ops
+from audit.inputs import seeded_normal
 from rl_kernel_ops import reference_gemm
 
 pytestmark = pytest.mark.cuda
@@ -28,9 +29,8 @@ TMLP_NAMES = ("x", "w1", "b1", "w2", "b2")
 ADALN_NAMES = ("temb", "w", "b")
 
 
-def rn(seed: int, salt: int, shape, dtype, scale: float = 1.0) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed * 1000 + salt)
-    return (torch.randn(shape, generator=g) * scale).to(dtype).to(DEV)
+def device_normal(seed: int, salt: int, shape, dtype, scale: float = 1.0) -> torch.Tensor:
+    return seeded_normal(seed, salt, shape, dtype, scale).to(DEV)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -46,27 +46,30 @@ def no_tf32():
 def tmlp():
     f32 = torch.float32
     params = [
-        rn(1, 3, (5376, 256), f32, 256**-0.5),
-        rn(1, 4, (5376,), f32, 0.02),
-        rn(1, 5, (2688, 5376), f32, 5376**-0.5),
-        rn(1, 6, (2688,), f32, 0.02),
+        device_normal(1, 3, (5376, 256), f32, 256**-0.5),
+        device_normal(1, 4, (5376,), f32, 0.02),
+        device_normal(1, 5, (2688, 5376), f32, 5376**-0.5),
+        device_normal(1, 6, (2688,), f32, 0.02),
     ]
     return {
         "fn": rl_kernel_ops.timestep_mlp,
-        "x": rn(3, 2, (POOL, 256), f32),
+        "x": device_normal(3, 2, (POOL, 256), f32),
         "params": params,
-        "g": rn(3, 20, (POOL, 2688), f32),
+        "g": device_normal(3, 20, (POOL, 2688), f32),
     }
 
 
 @pytest.fixture(scope="module")
 def adaln():
-    params = [rn(1, 8, (96768, 2688), torch.bfloat16, 2688**-0.5), rn(1, 9, (96768,), torch.bfloat16, 0.02)]
+    params = [
+        device_normal(1, 8, (96768, 2688), torch.bfloat16, 2688**-0.5),
+        device_normal(1, 9, (96768,), torch.bfloat16, 0.02),
+    ]
     return {
         "fn": rl_kernel_ops.adaln_projection,
-        "x": rn(3, 7, (POOL, 2688), torch.float32),
+        "x": device_normal(3, 7, (POOL, 2688), torch.float32),
         "params": params,
-        "g": rn(3, 21, (POOL, 96768), torch.bfloat16),
+        "g": device_normal(3, 21, (POOL, 96768), torch.bfloat16),
     }
 
 

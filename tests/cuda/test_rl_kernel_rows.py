@@ -27,7 +27,7 @@ pytestmark = pytest.mark.cuda
 if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 
-from audit.inputs import packed_index, rn as draw_rn  # noqa: E402
+from audit.inputs import packed_index, seeded_normal  # noqa: E402
 from rl_kernel_ops import _build, cuda_rows, reference_rows  # noqa: E402
 
 H = 5376
@@ -44,8 +44,8 @@ def extension():
     print(f"\nload_extension: {time.perf_counter() - start:.1f} s")
 
 
-def rn(seed: int, salt: int, shape, scale: float = 1.0) -> torch.Tensor:
-    return draw_rn(seed, salt, shape, BF16, scale)
+def bf16_normal(seed: int, salt: int, shape, scale: float = 1.0) -> torch.Tensor:
+    return seeded_normal(seed, salt, shape, BF16, scale)
 
 
 def inputs(op: str, rows: int, seed: int = 3, device: str = DEV) -> dict:
@@ -53,17 +53,26 @@ def inputs(op: str, rows: int, seed: int = 3, device: str = DEV) -> dict:
     if op == "norm_modulate":
         w = (0.5 + torch.rand(H, generator=torch.Generator().manual_seed(1011))).to(BF16)
         t = dict(
-            x=rn(seed, 10, (rows, H), 2.0), w=w, shift=rn(1, 12, (R, H), 0.1), scale=rn(1, 13, (R, H), 0.1), idx=idx
+            x=bf16_normal(seed, 10, (rows, H), 2.0),
+            w=w,
+            shift=bf16_normal(1, 12, (R, H), 0.1),
+            scale=bf16_normal(1, 13, (R, H), 0.1),
+            idx=idx,
         )
     elif op == "gate_residual":
-        t = dict(res=rn(seed, 15, (rows, H)), y=rn(seed, 16, (rows, H)), gate=rn(1, 17, (R, H), 0.1), idx=idx)
+        t = dict(
+            res=bf16_normal(seed, 15, (rows, H)),
+            y=bf16_normal(seed, 16, (rows, H)),
+            gate=bf16_normal(1, 17, (R, H), 0.1),
+            idx=idx,
+        )
     else:  # one (9, 6H) table, as the six fused AdaLN gathers
-        t = dict(table=rn(1, 18, (R, 6 * H)), idx=idx)
+        t = dict(table=bf16_normal(1, 18, (R, 6 * H)), idx=idx)
     return {k: v.to(device) for k, v in t.items()}
 
 
 def grad_out(op: str, rows: int, seed: int = 3, device: str = DEV) -> torch.Tensor:
-    return rn(seed, 99, (rows, 6 * H if op == "adaln_row_gather" else H)).to(device)
+    return bf16_normal(seed, 99, (rows, 6 * H if op == "adaln_row_gather" else H)).to(device)
 
 
 OPS = ("norm_modulate", "gate_residual", "adaln_row_gather")
