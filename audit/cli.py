@@ -439,7 +439,7 @@ def prior_art(
     configured, its own Python environment."""
     from .assemble import prior_art_report
     from .ops import get_op
-    from .prior_art import CHECKS, sizes_for, sizes_json
+    from .prior_art_sizes import CHECKS, sizes_for, sizes_json
     from .runner import plan
 
     envs = _environments(config, env, mode_env)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
-from dataclasses import asdict, dataclass
 from typing import Callable
 
 import torch
@@ -24,66 +23,9 @@ from .compare import bit_patterns
 from .evaluate import Result, differentiated, evaluate
 from .inputs import draw_grad_out, draw_input
 from .ops import OpSpec
+from .prior_art_sizes import CHECKS, Sizes, positions, probe_rows, sizes_from_json, sub_batch_starts, sweep_sizes
 
-CHECKS = ["all_rows", "params_repeatable", "full_vs_sub_batches", "batch_size_sweep", "accuracy_latency"]
 MAX_FAILURES = 8
-
-
-@dataclass(frozen=True)
-class Sizes:
-    """The sizes of every check; the defaults are the example report's."""
-
-    full_batch: int
-    sub_batch_sizes: tuple[int, ...]
-    accuracy: tuple[int, ...]
-    seeds: tuple[int, ...] = (3, 4, 5)
-    all_rows: tuple[int, ...] = (64, 257, 2048)
-    sub_seeds: tuple[int, ...] = (3, 4)
-    sweep_rows: int = 2048
-    warmup: int = 20
-    samples: int = 100
-
-
-def sizes_for(op: OpSpec, quick: bool) -> Sizes:
-    if quick:
-        return Sizes(
-            full_batch=64,
-            sub_batch_sizes=(1, 7, 32),
-            accuracy=(1, 4) if op.kind == "gemm" else (1, 33),
-            all_rows=(4, 9),
-            sweep_rows=16,
-            warmup=2,
-            samples=5,
-        )
-    if op.kind == "gemm":
-        return Sizes(full_batch=4096, sub_batch_sizes=(1, 7, 1024, 2048), accuracy=(1, 3, 4, 64, 256, 2048))
-    return Sizes(full_batch=131072, sub_batch_sizes=(1, 7, 4097, 32768, 65536), accuracy=(4097, 32768))
-
-
-def sub_batch_starts(full: int, size: int) -> range:
-    """Contiguous sub-batches: below 1024 rows the start advances by max(size, full // 512)."""
-    step = max(size, full // 512) if size < 1024 else size
-    return range(0, full - size + 1, step)
-
-
-def sweep_sizes(n: int) -> list[int]:
-    """1..9 and 2^k - 1, 2^k, 2^k + 1 up to n, plus n."""
-    sizes = set(range(1, min(n, 9) + 1)) | {n}
-    k = 1
-    while 2**k - 1 <= n:
-        sizes |= {s for s in (2**k - 1, 2**k, 2**k + 1) if s <= n}
-        k += 1
-    return sorted(sizes)
-
-
-def probe_rows(n: int) -> list[int]:
-    """Rows 0 and n - 1, and six rows from n // 8 + 3 in steps of n // 8."""
-    step = n // 8
-    return sorted({0, n - 1} | {min(n - 1, step + 3 + i * step) for i in range(6)})
-
-
-def positions(m: int) -> list[int]:
-    return sorted({0, (m - 1) // 2, m - 1})
 
 
 def take_rows(t: torch.Tensor, index: torch.Tensor | slice) -> torch.Tensor:
@@ -353,7 +295,7 @@ def run_prior_art(
 ) -> None:
     """Events per candidate: ``start``/``done`` per check (``data`` is the result so far), or
     ``failed`` with the reason."""
-    sizes = Sizes(**{k: tuple(v) if isinstance(v, list) else v for k, v in job["sizes"].items()})
+    sizes = sizes_from_json(job["sizes"])
     input_cache: dict = {}
     for name, c in runnable:
         checker = Checker(c, op, mode, device, sizes, input_cache)
@@ -372,7 +314,3 @@ def run_prior_art(
             emit("failed", candidate=name, unit=current[0], reason=f"{current[0]}: {error_text(exc)}")
         if device.type == "cuda":
             torch.cuda.empty_cache()
-
-
-def sizes_json(sizes: Sizes) -> dict:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(sizes).items()}
