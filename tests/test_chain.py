@@ -161,23 +161,10 @@ def cli_report(tmp_path_factory):
     exists, liger (unavailable on a CPU) asked for at norm1_modulate, and a mode that cannot run."""
     out = tmp_path_factory.mktemp("chain") / "chain.json"
     done = audit(
-        "chain",
-        "--device",
-        "cpu",
-        "--hidden",
-        "256",
-        "--heads",
-        "2",
-        "--ffn",
-        "128",
-        "--length",
-        "5",
-        "--candidate",
-        "norm1_modulate=liger",
-        "--mode",
-        "plain",
-        "--mode",
-        "vllm",
+        *(
+            "chain --device cpu --hidden 256 --heads 2 --ffn 128 --length 5 "
+            "--candidate norm1_modulate=liger --mode plain --mode vllm"
+        ).split(),
         "--out",
         str(out),
     )

@@ -158,15 +158,7 @@ def test_a_run_against_a_baseline_exits_1_on_a_regression_and_prints_the_diff(tm
     baseline = _write(tmp_path, "baseline.json", data)
     out = tmp_path / "run.json"
     done = audit(
-        "run",
-        "--op",
-        "gate_residual",
-        "--device",
-        "cpu",
-        "--case",
-        "257",
-        "--candidate",
-        "diffusers",
+        *"run --op gate_residual --device cpu --case 257 --candidate diffusers".split(),
         "--out",
         str(out),
         "-q",

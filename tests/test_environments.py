@@ -118,21 +118,10 @@ def test_a_mode_in_a_second_venv_is_compared_bitwise_and_recorded(tmp_path, bare
     config.write_text(f'[environments]\nrollout = "{rollout}"\nbare = "{bare_python}"\n')
     out = tmp_path / "r.json"
     done = audit(
-        "run",
-        "--op",
-        "gate_residual",
-        "--device",
-        "cpu",
-        "--case",
-        "3",
+        *"run --op gate_residual --device cpu --case 3".split(),
         "--config",
         str(config),
-        "--mode",
-        "plain",
-        "--mode",
-        "plain@rollout",
-        "--mode",
-        "plain@bare",
+        *"--mode plain --mode plain@rollout --mode plain@bare".split(),
         "--out",
         str(out),
         "-q",

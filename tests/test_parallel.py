@@ -22,19 +22,7 @@ def _cases(report, name):
 def test_sp_rows_on_a_row_op_gathers_rows_bitwise_and_sums_the_table_gradient(tmp_path):
     out = tmp_path / "r.json"
     done = audit(
-        "parallel",
-        "--op",
-        "gate_residual",
-        "--layout",
-        "sp_rows",
-        "--ranks",
-        "2",
-        "--device",
-        "cpu",
-        "--case",
-        "2",
-        "--case",
-        "64",
+        *"parallel --op gate_residual --layout sp_rows --ranks 2 --device cpu --case 2 --case 64".split(),
         "--out",
         str(out),
         "-q",
@@ -61,21 +49,10 @@ def test_sp_rows_on_a_row_op_gathers_rows_bitwise_and_sums_the_table_gradient(tm
 def test_tp_column_keeps_the_output_and_the_split_parameters_bitwise(tmp_path):
     out = tmp_path / "r.json"
     done = audit(
-        "parallel",
-        "--op",
-        "timestep_mlp",
-        "--layout",
-        "tp_column",
-        "--ranks",
-        "2",
-        "--device",
-        "cpu",
-        "--case",
-        "1",
-        "--case",
-        "4",
-        "--candidate",
-        "diffusers",
+        *(
+            "parallel --op timestep_mlp --layout tp_column --ranks 2 --device cpu "
+            "--case 1 --case 4 --candidate diffusers"
+        ).split(),
         "--out",
         str(out),
         "-q",
@@ -97,21 +74,10 @@ def test_tp_column_keeps_the_output_and_the_split_parameters_bitwise(tmp_path):
 def test_a_failing_rank_stops_every_rank_and_is_reported(tmp_path):
     out = tmp_path / "r.json"
     done = audit(
-        "parallel",
-        "--op",
-        "gate_residual",
-        "--layout",
-        "sp_rows",
-        "--ranks",
-        "2",
-        "--device",
-        "cpu",
-        "--case",
-        "2",
-        "--candidate",
-        "fails_on_rank_1",
-        "--candidate",
-        "diffusers",
+        *(
+            "parallel --op gate_residual --layout sp_rows --ranks 2 --device cpu "
+            "--case 2 --candidate fails_on_rank_1 --candidate diffusers"
+        ).split(),
         "--out",
         str(out),
         "-q",

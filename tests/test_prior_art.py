@@ -77,18 +77,10 @@ def test_prior_art_command_quick_writes_a_valid_report(tmp_path):
     done = subprocess.run(
         [
             sys.executable,
-            "-m",
-            "audit",
-            "prior-art",
-            "--op",
-            "norm_modulate",
-            "--quick",
-            "--device",
-            "cpu",
-            "--candidate",
-            "order_follows_batch",
-            "--candidate",
-            "torch_rms_norm",
+            *(
+                "-m audit prior-art --op norm_modulate --quick --device cpu --candidate "
+                "order_follows_batch --candidate torch_rms_norm"
+            ).split(),
             "--out",
             str(out),
         ],

@@ -11,15 +11,7 @@ FLAKY = {"AUDIT_PLUGINS": "tests.plugins.flaky"}
 def test_a_gradient_that_changes_between_runs_is_marked_nondeterministic(tmp_path):
     out = tmp_path / "r.json"
     done = audit(
-        "run",
-        "--op",
-        "gate_residual",
-        "--device",
-        "cpu",
-        "--case",
-        "3",
-        "--candidate",
-        "flaky_gate_grad",
+        *"run --op gate_residual --device cpu --case 3 --candidate flaky_gate_grad".split(),
         "--out",
         str(out),
         "-q",
@@ -45,17 +37,7 @@ def test_a_gradient_that_changes_between_runs_is_marked_nondeterministic(tmp_pat
 def test_repeats_1_turns_the_check_off(tmp_path):
     out = tmp_path / "r.json"
     done = audit(
-        "run",
-        "--op",
-        "gate_residual",
-        "--device",
-        "cpu",
-        "--case",
-        "2",
-        "--candidate",
-        "flaky_gate_grad",
-        "--repeats",
-        "1",
+        *"run --op gate_residual --device cpu --case 2 --candidate flaky_gate_grad --repeats 1".split(),
         "--out",
         str(out),
         "-q",

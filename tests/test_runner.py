@@ -31,19 +31,7 @@ FAULTY = {"AUDIT_PLUGINS": "tests.plugins.faulty"}
 def test_a_crashing_candidate_is_isolated_and_the_report_is_still_written(tmp_path):
     out = tmp_path / "r.json"
     done = audit(
-        "run",
-        "--op",
-        "gate_residual",
-        "--device",
-        "cpu",
-        "--case",
-        "2",
-        "--case",
-        "5",
-        "--candidate",
-        "crashes",
-        "--candidate",
-        "raises",
+        *"run --op gate_residual --device cpu --case 2 --case 5 --candidate crashes --candidate raises".split(),
         "--out",
         str(out),
         "-q",
@@ -63,17 +51,7 @@ def test_a_crashing_candidate_is_isolated_and_the_report_is_still_written(tmp_pa
 def test_a_hanging_mode_process_times_out_without_ending_the_run(tmp_path):
     out = tmp_path / "r.json"
     done = audit(
-        "run",
-        "--op",
-        "gate_residual",
-        "--device",
-        "cpu",
-        "--case",
-        "3",
-        "--candidate",
-        "hangs",
-        "--timeout",
-        "25",
+        *"run --op gate_residual --device cpu --case 3 --candidate hangs --timeout 25".split(),
         "--out",
         str(out),
         "-q",
@@ -139,17 +117,7 @@ def test_ctrl_c_stops_the_mode_processes_and_leaves_no_file(tmp_path):
     proc = subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "audit",
-            "run",
-            "--op",
-            "gate_residual",
-            "--device",
-            "cpu",
-            "--case",
-            "3",
-            "--candidate",
-            "hangs",
+            *"-m audit run --op gate_residual --device cpu --case 3 --candidate hangs".split(),
             "--out",
             str(out),
         ],
