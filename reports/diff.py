@@ -218,6 +218,16 @@ def _availability(
     return [Change(kind=kind, candidate=name, reference=ref, case=case, old=old, new=new)]
 
 
+def _state_change(name: str, ref: str | None, case: str | None, tensor: str, old: Cmp, new: Cmp) -> list[Change]:
+    """One comparison's change of state between the reports (``classify``), or none."""
+    kind = classify(old, new)
+    if kind is None:
+        return []
+    return [
+        Change(kind=kind, candidate=name, reference=ref, case=case, tensor=tensor, old=_state(old), new=_state(new))
+    ]
+
+
 def _bitwise(old: BitwiseReport, new: BitwiseReport, diff: OpDiff) -> None:
     diff.appeared += [f"candidate {n}" for n in new.results if n not in old.results]
     diff.disappeared += [f"candidate {n}" for n in old.results if n not in new.results]
@@ -245,19 +255,7 @@ def _bitwise(old: BitwiseReport, new: BitwiseReport, diff: OpDiff) -> None:
                 a, b = old_t[tensor], new_t[tensor]
                 unknown["old"] |= a.repeatable is None
                 unknown["new"] |= b.repeatable is None
-                kind = classify(a, b)
-                if kind is not None:
-                    diff.changes.append(
-                        Change(
-                            kind=kind,
-                            candidate=name,
-                            reference=ref,
-                            case=case,
-                            tensor=tensor,
-                            old=_state(a),
-                            new=_state(b),
-                        )
-                    )
+                diff.changes += _state_change(name, ref, case, tensor, a, b)
     diff.unknown_repeatability = [side for side, flag in unknown.items() if flag]  # type: ignore[misc]
 
 
@@ -310,20 +308,8 @@ def _chain(old: ChainReport, new: ChainReport, diff: OpDiff) -> None:
             )
         old_c = _stage_comparisons(o)
         for (stage, tensor), b in _stage_comparisons(n).items():
-            a = old_c.get((stage, tensor))
-            kind = classify(a, b) if a is not None else None
-            if kind is not None:
-                diff.changes.append(
-                    Change(
-                        kind=kind,
-                        candidate=stage,
-                        reference=mode,
-                        case=length,
-                        tensor=tensor,
-                        old=_state(a),
-                        new=_state(b),
-                    )
-                )
+            if (stage, tensor) in old_c:
+                diff.changes += _state_change(stage, mode, length, tensor, old_c[(stage, tensor)], b)
 
 
 # -- prior art -----------------------------------------------------------------------------------
