@@ -23,8 +23,10 @@ import functools
 import torch
 from torch.func import functional_call
 
-from audit.candidates import candidate, version
-from audit.ops import EPS, FREQ_CHANNELS, HIDDEN, TIME_EMBED, TIME_MLP_HIDDEN
+from audit.core.candidates import candidate
+
+from audit.core.packages import version
+from audit.core.ops import EPS, FREQ_CHANNELS, HIDDEN, TIME_EMBED, TIME_MLP_HIDDEN
 
 _H3 = "diffusers.models.transformers.transformer_minimax_h3"
 

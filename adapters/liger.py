@@ -27,8 +27,9 @@ from typing import Callable
 import torch
 
 import rl_kernel_ops
-from audit.candidates import candidate, version
-from audit.ops import EPS
+from audit.core.candidates import candidate
+from audit.core.packages import version
+from audit.core.ops import EPS
 
 Gather = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 _META = dict(ops=("norm_modulate",), grads=("x", "w", "sh", "sc"), requires=("liger_kernel.ops",), cuda_only=True)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
-import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -36,8 +35,10 @@ from types import ModuleType
 import torch
 
 from adapters.diffusers import modulate
-from audit.candidates import candidate, error_text, import_problem
-from audit.ops import EPS
+from audit.core.candidates import candidate
+from audit.core.packages import error_text, import_problem
+from audit.core.ops import EPS
+from audit.parent.provenance import short_commit
 
 SRC_ENV = "AUDIT_MEGATRON_SRC"
 KERNELS = "megatron.core.transformer.custom_layers.batch_invariant_kernels"
@@ -46,17 +47,7 @@ KERNELS = "megatron.core.transformer.custom_layers.batch_invariant_kernels"
 def source_commit() -> str | None:
     """Short commit of the checkout named by $AUDIT_MEGATRON_SRC (None when unset or not git)."""
     src = os.environ.get(SRC_ENV)
-    if not src:
-        return None
-    try:
-        done = subprocess.run(
-            ["git", "-C", src, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True, timeout=20
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if done.returncode != 0:
-        return None
-    return done.stdout.strip() or None
+    return short_commit(Path(src)) if src else None
 
 
 def _source_tree() -> str | None:

@@ -9,8 +9,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from audit.candidates import candidate, version
-from audit.ops import EPS, HIDDEN
+from audit.core.candidates import candidate
+
+from audit.core.packages import version
+from audit.core.ops import EPS, HIDDEN
 
 
 @candidate(

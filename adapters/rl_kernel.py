@@ -9,11 +9,32 @@ from __future__ import annotations
 import torch
 
 import rl_kernel_ops
-from audit.candidates import candidate
+from rl_kernel_ops import reference_gemm
+from audit.core.candidates import candidate
+
+
+TILE = 128  # the CUDA GEMM kernels' tile edge: every weight dimension is a multiple of it
 
 
 def _source(op: str):
     return lambda mode, device: f"rl_kernel_ops.{op}: {rl_kernel_ops.backend_description(device)}"
+
+
+def _gemm_accepts(check, weights: tuple[str, ...]):
+    """Shapes the GEMM kernels take: those their argument check passes (the reference's split
+    counts) and, on a GPU, weights whose every dimension is a multiple of ``TILE``."""
+
+    def accepts(meta: dict[str, torch.Tensor], device: torch.device) -> str | None:
+        try:
+            check(*meta.values())
+        except ValueError as exc:
+            return str(exc)
+        odd = [(n, tuple(meta[n].shape)) for n in weights if any(d % TILE for d in meta[n].shape)]
+        if device.type == "cuda" and odd:
+            return f"the CUDA tiles need weight dimensions that are multiples of {TILE}; {odd[0][0]} is {odd[0][1]}"
+        return None
+
+    return accepts
 
 
 @candidate("rl_kernel", ops=("norm_modulate",), source=_source("norm_modulate"))
@@ -26,11 +47,21 @@ def gate_residual(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return rl_kernel_ops.gate_residual(t["res"], t["y"], t["gate"], t["idx"])
 
 
-@candidate("rl_kernel", ops=("timestep_mlp",), source=_source("timestep_mlp"))
+@candidate(
+    "rl_kernel",
+    ops=("timestep_mlp",),
+    source=_source("timestep_mlp"),
+    accepts=_gemm_accepts(reference_gemm.check_timestep_mlp_args, ("w1", "b1", "w2", "b2")),
+)
 def timestep_mlp(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return rl_kernel_ops.timestep_mlp(t["x"], t["w1"], t["b1"], t["w2"], t["b2"])
 
 
-@candidate("rl_kernel", ops=("adaln_projection",), source=_source("adaln_projection"))
+@candidate(
+    "rl_kernel",
+    ops=("adaln_projection",),
+    source=_source("adaln_projection"),
+    accepts=_gemm_accepts(reference_gemm.check_adaln_projection_args, ("w", "b")),
+)
 def adaln_projection(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return rl_kernel_ops.adaln_projection(t["temb"], t["w"], t["b"])

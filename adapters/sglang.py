@@ -38,8 +38,9 @@ import os
 import torch
 
 from adapters.diffusers import modulate
-from audit.candidates import candidate, import_problem, shipped_module, version
-from audit.ops import EPS
+from audit.core.candidates import candidate
+from audit.core.packages import import_problem, shipped_module, version
+from audit.core.ops import EPS
 from modes import SGLANG_DEEPGEMM
 
 # where fused_norm_scale_shift lives: 0.5.10, then the later layout

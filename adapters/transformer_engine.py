@@ -26,8 +26,8 @@ import os
 import torch
 
 from adapters.diffusers import modulate
-from audit.candidates import candidate
-from audit.ops import EPS, HIDDEN
+from audit.core.candidates import candidate
+from audit.core.ops import EPS, HIDDEN
 
 _KERNELS = ("transformer_engine.pytorch", "transformer_engine_torch")
 _CUDNN_ENV = ("NVTE_NORM_FWD_USE_CUDNN", "NVTE_NORM_BWD_USE_CUDNN")

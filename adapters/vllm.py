@@ -22,8 +22,9 @@ import importlib
 import torch
 
 from adapters.diffusers import modulate
-from audit.candidates import candidate, import_problem, shipped_module, version
-from audit.ops import EPS
+from audit.core.candidates import candidate
+from audit.core.packages import import_problem, shipped_module, version
+from audit.core.ops import EPS
 
 MODULES = (
     "vllm.model_executor.determinism.batch_invariant",

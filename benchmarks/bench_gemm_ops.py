@@ -27,8 +27,8 @@ import torch.nn.functional as F
 
 import rl_kernel_ops
 from rl_kernel_ops.cuda_gemm import adaln_backward_kernel, adaln_forward_kernel
-from audit.inputs import draw_grad_out, draw_inputs
-from audit.ops import get_op
+from audit.core.inputs import draw_grad_out, draw_inputs
+from audit.core.ops import get_op
 from bench_common import copy_bandwidth, machine, median_ms
 
 EAGER = {

@@ -28,7 +28,7 @@ import json
 import torch
 import torch.nn.functional as F
 
-from audit.inputs import packed_index
+from audit.core.inputs import packed_index
 from bench_common import copy_bandwidth, machine, median_ms
 from rl_kernel_ops import _build, cuda_rows
 

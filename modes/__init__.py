@@ -17,8 +17,32 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from audit.ops import OpSpec
+
+class _Op(Protocol):
+    name: str
+    kind: str  # "row" or "gemm"
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A mode as selected: ``MODE``, or ``MODE@ENV``, the same mode run again, in its own process,
+    in the named Python environment ENV. ``str(Slot.parse(text)) == text`` for every valid text."""
+
+    mode: str
+    environment: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Slot:
+        """KeyError on ``MODE@`` (no environment after ``@``); the mode name itself is not checked."""
+        mode, at, env = text.partition("@")
+        if at and not env:
+            raise KeyError(f"mode {text!r}: no environment after '@'")
+        return cls(mode, env or None)
+
+    def __str__(self) -> str:
+        return f"{self.mode}@{self.environment}" if self.environment else self.mode
 
 
 @dataclass(frozen=True)
@@ -38,27 +62,14 @@ class Mode:
     @property
     def base(self) -> str:
         """The mode's own name, without ``@ENV``."""
-        return self.name.partition("@")[0]
+        return Slot.parse(self.name).mode
 
-    def runs(self, op: OpSpec) -> bool:
+    def runs(self, op: _Op) -> bool:
         """Whether ``op`` runs in this mode: GEMM ops in plain and every library mode, row ops in
         plain mode only; a mode made for some candidates (``ops`` set) runs just those ops."""
         if self.ops is not None:
             return op.name in self.ops
         return op.kind == "gemm" or self.base == "plain"
-
-    def problem(self) -> str | None:
-        """Why this mode cannot run here, judged by importing what it needs without switching it on
-        (None when nothing is missing; ``enable`` may still refuse, with its own reason). An
-        adapter that knows better (e.g. where a source tree replaces the package) provides
-        ``mode_problem(mode)`` beside its ``enable``."""
-        from audit.candidates import import_problem
-
-        if self.enable:
-            adapter = importlib.import_module(self.enable.partition(":")[0])
-            if hasattr(adapter, "mode_problem"):
-                return adapter.mode_problem(self)
-        return next((p for p in map(import_problem, self.requires) if p), None)
 
     def call(self, which: str) -> str | None:
         """Run ``enable`` or ``disable``; returns its description (None when the mode has none)."""
@@ -136,14 +147,12 @@ MODES: dict[str, Mode] = {
 
 def get_mode(name: str) -> Mode:
     """The mode called ``name``; ``MODE@ENV`` is that mode run again in the named environment ENV
-    (its own process, its candidates reported with ``@ENV``; see ``audit.environments``)."""
-    base, at, env = name.partition("@")
+    (its own process, its candidates reported with ``@ENV``; see ``audit.parent.interpreters``)."""
+    slot = Slot.parse(name)
     try:
-        mode = MODES[base]
+        mode = MODES[slot.mode]
     except KeyError:
-        raise KeyError(f"unknown mode {base!r}; valid modes: {', '.join(MODES)}") from None
-    if not at:
+        raise KeyError(f"unknown mode {slot.mode!r}; valid modes: {', '.join(MODES)}") from None
+    if slot.environment is None:
         return mode
-    if not env:
-        raise KeyError(f"mode {name!r}: no environment after '@'")
-    return dataclasses.replace(mode, name=name, environment=env)
+    return dataclasses.replace(mode, name=name, environment=slot.environment)

@@ -23,11 +23,14 @@ import adapters.sglang
 import adapters.transformer_engine
 import adapters.vllm
 import rl_kernel_ops
-from audit.candidates import get_candidate, shipped_module, unavailable_reason
-from audit.compare import bit_patterns
-from audit.inputs import draw_inputs
-from audit.ops import ADALN_OUT, HIDDEN, OPS as OPS_BY_NAME, get_op
-from audit.runner import plan
+from audit.core.availability import mode_problem
+from audit.core.candidates import get_candidate, unavailable_reason
+from audit.core.packages import shipped_module
+from audit.core.compare import bit_patterns
+from audit.core.inputs import draw_inputs
+from audit.core.ops import ADALN_OUT, HIDDEN, OPS as OPS_BY_NAME, get_op
+from audit.parent.runner import plan
+from audit.parent.tasks import BITWISE
 from modes import MODES, SGLANG_DEEPGEMM, get_mode
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
@@ -93,7 +96,7 @@ def test_te_cudnn_mode_runs_only_its_candidate_and_only_for_norm_modulate():
     mode = get_mode("te_cudnn")
     assert mode.env == {"NVTE_NORM_FWD_USE_CUDNN": "1", "NVTE_NORM_BWD_USE_CUDNN": "1"}
     assert [name for name, op in OPS_BY_NAME.items() if mode.runs(op)] == ["norm_modulate"]
-    p = plan(get_op("norm_modulate"), "bitwise", ["plain", "te_cudnn"], None, [1], CPU)
+    p = plan(get_op("norm_modulate"), BITWISE, modes=["plain", "te_cudnn"], names=None, units=[1], device=CPU)
     assert [c.name for c in p.by_mode["te_cudnn"]] == ["transformer_engine_cudnn"]
     assert "transformer_engine_cudnn" not in [c.name for c in p.by_mode["plain"]]
 
@@ -159,7 +162,7 @@ def test_diffusers_projection_is_the_linear_layers_own_output():
 def test_mode_refuses_when_its_library_is_missing(mode, top):
     if installed(top):
         pytest.skip(f"{top} is installed here")
-    assert get_mode(mode).problem() == f"{top} is not installed"
+    assert mode_problem(get_mode(mode)) == f"{top} is not installed"
     with pytest.raises(ImportError, match=f"^{top} is not installed$"):
         get_mode(mode).call("enable")
 
@@ -193,7 +196,7 @@ def test_vllm_mode_accepts_either_module_path(path, tmp_path, monkeypatch, forge
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(adapters.vllm, "MODULE", shipped_module(adapters.vllm.MODULES))
     assert adapters.vllm.MODULE == path
-    assert get_mode("vllm").problem() is None
+    assert mode_problem(get_mode("vllm")) is None
     assert get_mode("vllm").call("enable").endswith(f"{path}.enable_batch_invariant_mode() [vllm]")
 
 
@@ -264,7 +267,7 @@ def test_megatron_variant_outside_its_backends_is_refused_before_any_call(use_me
         f"{WHERE}: enable_batch_invariant_mode(backend=...) offers deepgemm, triton (_BATCH_INVARIANT_BACKENDS), "
         "not te_native"
     )
-    assert get_mode("megatron_te_native").problem() == f"RuntimeError: {reason}"
+    assert mode_problem(get_mode("megatron_te_native")) == f"RuntimeError: {reason}"
     with pytest.raises(RuntimeError) as err:
         get_mode("megatron_te_native").call("enable")
     assert str(err.value) == reason and module.calls == []
@@ -272,7 +275,7 @@ def test_megatron_variant_outside_its_backends_is_refused_before_any_call(use_me
 
 def test_megatron_deepgemm_needs_the_modules_deepgemm_bindings(use_megatron):
     module = use_megatron(megatron_stand_in(("deepgemm", "triton"), deepgemm=False))
-    assert get_mode("megatron_deepgemm").problem() == (
+    assert mode_problem(get_mode("megatron_deepgemm")) == (
         f"RuntimeError: {WHERE}: the deepgemm backend needs DeepGEMM with bf16 bindings (HAVE_DEEPGEMM_BF16 is False)"
     )
     assert module.calls == []
@@ -285,7 +288,7 @@ def test_megatron_every_layout_needs_transformer_engine(backends, use_megatron):
         pytest.skip("transformer_engine is installed here")
     use_megatron(megatron_stand_in(backends))
     call = "enable_batch_invariant_mode()" if backends is None else "enable_batch_invariant_mode(backend='triton')"
-    assert get_mode("megatron_triton").problem() == (
+    assert mode_problem(get_mode("megatron_triton")) == (
         f"{WHERE}: {call} imports Transformer Engine, and transformer_engine is not installed"
     )
 

@@ -13,8 +13,8 @@ import pytest
 import torch
 from test_runner import audit
 
-from audit import candidates, chain
-from audit.compare import count_differ
+from audit.core import candidates, chain
+from audit.core.compare import count_differ
 from modes import MODES
 from reports.io import load_report
 from reports.schema import ChainReplay, ChainStage

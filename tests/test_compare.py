@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from audit.compare import compare
+from audit.core.compare import compare
 
 DTYPES = [torch.bfloat16, torch.float32]
 
@@ -156,7 +156,7 @@ def test_equal_tensors_carry_no_where_fields():
 
 
 def test_fp64_of_opposite_sign_and_huge_magnitude_saturates_instead_of_wrapping():
-    from audit.compare import INT64_MAX, ulp_distance
+    from audit.core.compare import INT64_MAX, ulp_distance
 
     big = torch.tensor([1e308], dtype=torch.float64)
     assert int(ulp_distance(big, -big)[0]) == INT64_MAX

@@ -9,11 +9,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from audit.candidates import get_candidate
+from audit.core.candidates import get_candidate
 from audit.cli import app
-from audit.environments import ConfigError, load, probe
+from audit.parent.interpreters import ConfigError, load, probe
 from modes import MODES, get_mode
+
 from reports.io import load_report
+
+REPO = Path(__file__).resolve().parent.parent
 
 runner = CliRunner()
 KNOWN = list(MODES)
@@ -73,12 +76,38 @@ def test_mode_at_environment_is_the_same_mode_under_another_name():
 
 
 def test_probe_says_exactly_why_an_interpreter_cannot_run_the_worker(tmp_path, bare_python):
-    assert probe(str(tmp_path / "no" / "python"))["problem"].endswith("does not exist")
-    bare = probe(bare_python)
+    assert probe(str(tmp_path / "no" / "python"), timeout=60)["problem"].endswith("does not exist")
+    bare = probe(bare_python, timeout=60)
     assert "missing torch" in bare["problem"] and "safetensors" in bare["problem"]
-    here = probe(sys.executable)
+    here = probe(sys.executable, timeout=60)
     assert "problem" not in here and here["torch"].startswith("2.") and "diffusers" in here["libraries"]
-    assert "sees no CUDA device" in probe(sys.executable, needs_cuda=True)["problem"]
+    assert "sees no CUDA device" in probe(sys.executable, needs_cuda=True, timeout=60)["problem"]
+
+
+@pytest.mark.parametrize("answer", ["42", "[1, 2]", '{"python": "x"}', '{"python": "x", "python_version": "3"}'])
+def test_an_interpreter_that_answers_anything_but_the_expected_object_is_not_usable(tmp_path, answer):
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\necho '{answer}'\n")
+    fake.chmod(0o755)
+    assert "is not a usable Python" in probe(str(fake), timeout=30)["problem"]
+
+
+def test_a_hanging_interpreter_times_out_and_leaves_no_process(tmp_path):
+    from test_launch import alive
+
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\nsleep 600 &\necho $! > {tmp_path}/child\nwait\n")
+    fake.chmod(0o755)
+    assert probe(str(fake), timeout=2)["problem"].endswith("timed out after 2 s without answering")
+    assert not alive(int((tmp_path / "child").read_text()))
+
+
+def test_a_relative_interpreter_is_the_one_next_to_the_config_file(tmp_path, monkeypatch):
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "audit.toml").write_text('[environments]\nrel = "venv/bin/python"\n')
+    monkeypatch.chdir(REPO)
+    envs = load(tmp_path / "cfg" / "audit.toml", ["cwd=bin/python"], [], list(MODES))
+    assert envs.pythons == {"rel": str(tmp_path / "cfg" / "venv/bin/python"), "cwd": str(REPO / "bin/python")}
 
 
 def test_unnamed_environment_in_a_mode_is_a_usage_error():

@@ -4,11 +4,12 @@ import sys
 
 import torch
 
-from audit.inputs import draw_grad_out, draw_inputs, fingerprint, packed_index, seeded_normal
-from audit.ops import OPS, TABLE_ROWS
+from audit.core.inputs import draw_grad_out, draw_inputs, fingerprint, packed_index, seeded_normal
+from audit.core.ops import OPS, TABLE_ROWS
 
 PROBE = (
-    "import json; from audit.ops import OPS; from audit.inputs import draw_inputs, draw_grad_out, fingerprint\n"
+    "import json; from audit.core.ops import OPS\n"
+    "from audit.core.inputs import draw_inputs, draw_grad_out, fingerprint\n"
     "out = {}\n"
     "for name, rows in [('norm_modulate', 257), ('gate_residual', 33), ('timestep_mlp', 4)]:\n"
     "    t = draw_inputs(OPS[name], rows, seed=rows); t['grad_out'] = draw_grad_out(OPS[name], rows, rows)\n"

@@ -6,8 +6,8 @@ import pytest
 from typer.testing import CliRunner
 
 from audit.cli import app
-from audit.layouts import LAYOUTS
-from audit.ops import OPS
+from audit.core.layouts import LAYOUTS
+from audit.core.ops import OPS
 from reports.io import load_report
 from reports.verdict import verdicts
 from test_runner import audit
@@ -99,6 +99,8 @@ def test_a_failing_rank_stops_every_rank_and_is_reported(tmp_path):
         (["--op", "gate_residual", "--layout", "sp_rows", "--case", "3"], "does not split into 2 equal shards"),
         (["--op", "gate_residual", "--layout", "sp_rows", "--backend", "nccl", "--device", "cpu"], "use gloo"),
         (["--op", "gate_residual", "--layout", "diagonal"], "unknown layout"),
+        (["--op", "gate_residual", "--layout", "sp_rows", "--ranks", "1000"], "at most one per core"),
+        (["--op", "gate_residual", "--layout", "sp_rows", "--case", "99999999999999999999"], "--case"),
     ],
 )
 def test_bad_input_is_one_line_and_status_2_before_anything_starts(args, message):

@@ -9,10 +9,10 @@ from pathlib import Path
 import torch
 
 import tests.plugins.planted  # noqa: F401  (registers the planted candidates)
-from audit.candidates import get_candidate
-from audit.ops import get_op
-from audit.prior_art import Checker, check_candidate
-from audit.prior_art_sizes import Sizes, positions, probe_rows, sub_batch_starts, sweep_sizes
+from audit.core.candidates import get_candidate
+from audit.core.ops import get_op
+from audit.worker.prior_art import Checker, check_candidate
+from audit.core.prior_art_sizes import Sizes, positions, probe_rows, sub_batch_starts, sweep_sizes
 from modes import MODES
 from reports.io import load_report
 

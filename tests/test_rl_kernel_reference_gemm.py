@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from audit.inputs import seeded_normal
+from audit.core.inputs import seeded_normal
 from rl_kernel_ops import reference_gemm as ref
 
 

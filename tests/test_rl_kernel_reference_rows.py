@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from audit.inputs import packed_index, seeded_normal
+from audit.core.inputs import packed_index, seeded_normal
 from rl_kernel_ops import reference_rows as ref
 
 H = 5376

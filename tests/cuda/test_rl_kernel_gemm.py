@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 import rl_kernel_ops
-from audit.inputs import seeded_normal
+from audit.core.inputs import seeded_normal
 from rl_kernel_ops import reference_gemm
 
 pytestmark = pytest.mark.cuda

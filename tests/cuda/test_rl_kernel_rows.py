@@ -27,7 +27,7 @@ pytestmark = pytest.mark.cuda
 if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 
-from audit.inputs import packed_index, seeded_normal  # noqa: E402
+from audit.core.inputs import packed_index, seeded_normal  # noqa: E402
 from rl_kernel_ops import _build, cuda_rows, reference_rows  # noqa: E402
 
 H = 5376

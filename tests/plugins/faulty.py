@@ -9,8 +9,8 @@ import time
 
 import torch
 
-from audit.candidates import candidate
-from modes.environment import is_numerics_variable
+from audit.core.candidates import candidate
+from audit.parent.variables import is_numerics_variable
 
 CRASH_CASE = int(os.environ.get("FAULTY_CRASH_CASE", "0"))
 

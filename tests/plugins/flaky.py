@@ -7,7 +7,7 @@ import itertools
 
 import torch
 
-from audit.candidates import candidate
+from audit.core.candidates import candidate
 
 _calls = itertools.count()
 

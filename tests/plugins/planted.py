@@ -3,8 +3,8 @@ an RMSNorm whose reduction order depends on the batch size, and the same with a 
 
 import torch
 
-from audit.candidates import candidate
-from audit.ops import EPS, HIDDEN
+from audit.core.candidates import candidate
+from audit.core.ops import EPS, HIDDEN
 
 
 def _rms_norm(x: torch.Tensor, w: torch.Tensor, pieces: int) -> torch.Tensor:

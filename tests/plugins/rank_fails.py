@@ -5,7 +5,7 @@ library cannot be made to fail on one rank on demand."""
 import torch
 import torch.distributed as dist
 
-from audit.candidates import candidate
+from audit.core.candidates import candidate
 
 
 @candidate("fails_on_rank_1", ops=("gate_residual",), source="test double: raises on rank 1 of a sharded run")

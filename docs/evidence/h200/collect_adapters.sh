@@ -26,7 +26,7 @@ case $step in
   setup)
     [ -f .cute2/install.sh ] && { bash .cute2/install.sh > "$out/cute_install.txt" 2>&1; echo "exit $?" >> "$out/cute_install.txt"; }
     python3 - > "$out/imports.txt" 2>&1 <<'PY'
-from audit.candidates import import_problem
+from audit.core.packages import import_problem
 for m in ("cutlass", "tvm_ffi", "cuda.bindings", "deep_gemm", "sglang.jit_kernel.diffusion.cutedsl.scale_residual_norm_scale_shift",
           "sglang.srt.batch_invariant_ops", "megatron.core.transformer.custom_layers.batch_invariant_kernels",
           "transformer_engine.pytorch", "vllm"):

@@ -12,11 +12,11 @@ import sys
 
 import torch
 
-from audit.candidates import get_candidate, load_adapters
-from audit.compare import bit_patterns
-from audit.evaluate import evaluate
-from audit.inputs import draw_grad_out, draw_inputs
-from audit.ops import OPS
+from audit.core.candidates import get_candidate, load_adapters
+from audit.core.compare import bit_patterns
+from audit.core.evaluate import evaluate
+from audit.core.inputs import draw_grad_out, draw_inputs
+from audit.core.ops import OPS
 
 
 def dump(path: str) -> None:

@@ -5,11 +5,11 @@
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from audit.candidates import get_candidate, load_adapters
-from audit.compare import bit_patterns
-from audit.evaluate import differentiated, evaluate
-from audit.inputs import draw_grad_out, draw_inputs
-from audit.ops import get_op
+from audit.core.candidates import get_candidate, load_adapters
+from audit.core.compare import bit_patterns
+from audit.core.evaluate import differentiated, evaluate
+from audit.core.inputs import draw_grad_out, draw_inputs
+from audit.core.ops import get_op
 
 load_adapters()
 dev = torch.device("cuda")

@@ -7,8 +7,8 @@ import time
 import torch
 
 import rl_kernel_ops
-from audit.inputs import draw_grad_out, draw_inputs
-from audit.ops import get_op
+from audit.core.inputs import draw_grad_out, draw_inputs
+from audit.core.ops import get_op
 from rl_kernel_ops import cuda_rows
 from rl_kernel_ops._checks import kernel_layout
 from rl_kernel_ops._row_checks import check_norm_modulate

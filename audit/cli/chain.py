@@ -1,0 +1,107 @@
+"""``audit chain``: the conditioning chain replayed inside diffusers' real MiniMax-H3 block."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from audit.cli import checks
+from audit.cli.app import app
+from audit.cli.options import (
+    BaselineOpt,
+    ConfigOpt,
+    Device,
+    DeviceOpt,
+    EnvOpt,
+    FailOnOpt,
+    InheritEnvOpt,
+    ModeEnvOpt,
+    OutOpt,
+    QuietOpt,
+    TimeoutOpt,
+)
+from audit.cli.session import Work, execute, gate_for, report_paths
+from modes import MODES
+
+
+@app.command()
+def chain(
+    length: Annotated[
+        Optional[list[int]],
+        typer.Option(
+            "--length", help="Packed sequence length; repeatable. Default: 257 and 4097 (17 on a CPU device)."
+        ),
+    ] = None,
+    mode: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--mode",
+            help="Mode to replay under, each in its own process; repeatable; MODE@ENV runs it in environment "
+            f"ENV. Default: plain. ({', '.join(MODES)})",
+        ),
+    ] = None,
+    candidate: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--candidate",
+            help="STAGE=NAME or all=NAME (NAME may be 'provider' or NAME[MODE]); repeatable. "
+            "Default: rl_kernel wherever one exists.",
+        ),
+    ] = None,
+    backward: Annotated[
+        bool,
+        typer.Option(
+            "--backward", help="Also back-propagate a fixed gradient from norm_out and compare every stage's gradients."
+        ),
+    ] = False,
+    device: DeviceOpt = Device.auto,
+    out: OutOpt = None,
+    hidden: Annotated[
+        int, typer.Option(help="Hidden size (a reduced block for quick runs; the report records it).")
+    ] = 5376,
+    heads: Annotated[int, typer.Option(help="Attention heads of 128 channels.")] = 56,
+    ffn: Annotated[int, typer.Option(help="Feed-forward inner size.")] = 14336,
+    timeout: TimeoutOpt = 3600.0,
+    inherit_env: InheritEnvOpt = None,
+    quiet: QuietOpt = False,
+    baseline: BaselineOpt = None,
+    fail_on: FailOnOpt = None,
+    config: ConfigOpt = None,
+    env: EnvOpt = None,
+    mode_env: ModeEnvOpt = None,
+) -> None:
+    """Replay diffusers' MiniMax-H3 conditioning chain (timestep path, one block, norm_out) stage by
+    stage with candidates swapped in: provider, chained, isolated, each twice, and FP64; writes an
+    h3_conditioning_chain_replay report with the first stage whose bits drift."""
+    from audit.core.chain import STAGES, BlockConfig, parse_candidates
+    from audit.parent.chain import KIND, OP, chain_report, run_modes
+
+    envs = checks.environments(config, env, mode_env)
+    checks.load_adapters()
+    modes = checks.modes(mode or ["plain"], envs)
+    lengths = checks.cases(length, "length")
+    config_ = BlockConfig(hidden=hidden, heads=heads, ffn=ffn)
+    if config_.problem():
+        raise typer.BadParameter(config_.problem())
+    try:
+        choices = parse_candidates(list(candidate or []), MODES)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--candidate") from None
+    path = report_paths(out, [OP], KIND)[OP]
+    inherit = checks.inherited(inherit_env)
+    gate = gate_for(baseline, fail_on, kind=KIND, names=[OP])
+    dev = checks.device(device)
+    job = {
+        "block": config_.__dict__,
+        "lengths": lengths or ([17] if dev.type == "cpu" else [257, 4097]),
+        "device": str(dev),
+        "backward": backward,
+        "choices": {s.name: [choices[s.name].name, choices[s.name].mode] for s in STAGES},
+    }
+
+    def compute(advance) -> dict:
+        found, recorded = run_modes(job, modes, timeout=timeout, environments=envs, inherit=inherit, advance=advance)
+        return chain_report(job, found, recorded)
+
+    execute([Work(OP, len(modes), path, compute)], unit="mode", gate=gate, quiet=quiet)

@@ -1,0 +1,154 @@
+"""``audit parallel``: sharded computations against the single-process ones, bitwise."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Optional
+
+import typer
+
+from audit.cli import checks
+from audit.cli.app import app
+from audit.cli.options import (
+    BaselineOpt,
+    CaseOpt,
+    Device,
+    DeviceOpt,
+    FailOnOpt,
+    InheritEnvOpt,
+    OutOpt,
+    QuietOpt,
+    TimeoutOpt,
+)
+from audit.cli.session import Work, execute, gate_for, report_paths
+from audit.core.names import LAYOUT_NAMES, OP_NAMES
+
+
+def rank_limit(backend: str) -> tuple[int, str]:
+    """(the most ranks ``backend`` may start here, what bounds it): gloo ranks share the CPU cores,
+    so at most one rank per core; NCCL needs one GPU per rank."""
+    if backend == "nccl":
+        import torch
+
+        return (
+            torch.cuda.device_count(),
+            "NCCL needs one GPU per rank and {n} are visible (--backend gloo lets ranks share one)",
+        )
+    return os.cpu_count() or 1, "gloo ranks share the CPU: at most one per core, and this machine has {n}"
+
+
+@app.command()
+def parallel(
+    op: Annotated[str, typer.Option("--op", help=f"Op to shard: {', '.join(OP_NAMES)}.")],
+    layout: Annotated[
+        str,
+        typer.Option(
+            "--layout",
+            help="tp_column (output features split; GEMM ops), tp_row (the reduction split, partial outputs "
+            "summed; GEMM ops) or sp_rows (rows split, table and parameter gradients summed).",
+        ),
+    ],
+    ranks: Annotated[
+        int,
+        typer.Option(
+            "--ranks",
+            help="Processes, one shard each (torchrun); 2 to the CPU count (gloo) or the GPU count (nccl).",
+        ),
+    ] = 2,
+    backend: Annotated[
+        Optional[str],
+        typer.Option(
+            "--backend",
+            help="gloo or nccl. Default: nccl on a GPU (one GPU per rank), gloo on a CPU; "
+            "gloo lets ranks share one GPU.",
+        ),
+    ] = None,
+    case: CaseOpt = None,
+    candidate: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--candidate",
+            help="Candidate to shard; repeatable. Default: every plain-mode candidate that can take the shards.",
+        ),
+    ] = None,
+    device: DeviceOpt = Device.auto,
+    out: OutOpt = None,
+    timeout: TimeoutOpt = 3600.0,
+    inherit_env: InheritEnvOpt = None,
+    quiet: QuietOpt = False,
+    baseline: BaselineOpt = None,
+    fail_on: FailOnOpt = None,
+) -> None:
+    """Shard an op across --ranks processes under torchrun and compare the combined output and
+    gradients with the same candidate in one process, bitwise: gathered tensors, and reduced ones
+    with the backend's all-reduce and with a fixed-order sum of every rank's partial. Writes an
+    h3_parallel report. A rank that fails stops every rank; the report says which and why."""
+    checks.selection(op, None, candidate)
+    if op == "all":
+        raise checks.usage_error("--op: audit parallel takes one op")
+    checks.check_names("layout", [layout], list(LAYOUT_NAMES))
+    from audit.core.layouts import layout_for
+
+    try:
+        layout_for(op, layout)
+    except KeyError as exc:
+        raise checks.usage_error(exc.args[0]) from None
+    from audit.parent.parallel import KIND
+
+    chosen = checks.cases(case)
+    name = f"{op}.{layout}"
+    path = report_paths(out, [name], KIND)[name]
+    inherit = checks.inherited(inherit_env)
+    gate = gate_for(baseline, fail_on, kind=KIND, names=[f"{op} {layout}"])
+    plan = _plan(
+        op,
+        layout,
+        ranks=ranks,
+        backend=backend,
+        device=checks.device(device),
+        cases=chosen,
+        candidate=candidate,
+        inherit=inherit,
+    )
+    sources = {c.name: c.source("plain", plan.device) for c in plan.candidates}
+
+    def compute(advance) -> dict:
+        from audit.parent.assemble import parallel_report
+        from audit.parent.parallel import run_parallel
+
+        return parallel_report(plan, run_parallel(plan, timeout=timeout, advance=advance), sources)
+
+    execute(
+        [Work(f"{op} {layout} × {ranks}", len(plan.candidates), path, compute)],
+        unit="candidate",
+        gate=gate,
+        quiet=quiet,
+    )
+
+
+def _plan(op: str, layout: str, *, ranks: int, backend, device, cases, candidate, inherit):
+    """The checked plan: ranks within ``rank_limit``, a backend that fits the device, and at least
+    one candidate that can take the shards; otherwise a usage error before anything starts."""
+    from audit.core.ops import get_op
+    from audit.parent.parallel import plan_parallel
+
+    backend = backend or ("nccl" if device.type == "cuda" else "gloo")
+    if backend not in ("gloo", "nccl") or (backend == "nccl" and device.type != "cuda"):
+        raise checks.usage_error(
+            f"--backend {backend}: use gloo{' or nccl' if device.type == 'cuda' else ''} on a {device.type} device"
+        )
+    if ranks < 2:
+        raise checks.usage_error("--ranks: at least 2 (one rank is the single-process reference itself)")
+    limit, why = rank_limit(backend)
+    if ranks > limit:
+        raise checks.usage_error(f"--ranks {ranks}: {why.format(n=limit)}")
+    plan = plan_parallel(
+        get_op(op), layout, ranks=ranks, backend=backend, device=device, cases=cases, names=candidate, inherit=inherit
+    )
+    named = [n for n in candidate or [] if n in plan.cannot_shard]
+    if named:
+        raise checks.usage_error(f"{named[0]}: {plan.cannot_shard[named[0]]}")
+    if not plan.candidates:
+        why = "; ".join(f"{n}: {r}" for n, r in plan.not_run().items())
+        raise checks.usage_error(f"no candidate can take this layout's shards here ({why})")
+    return plan

@@ -1,0 +1,164 @@
+"""The report commands: ``show``, ``diff``, ``validate``, ``schema`` and ``plot``. They read reports
+through ``reports.io`` and import no torch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+
+from audit.cli import checks
+from audit.cli.app import app, console, err
+from audit.cli.options import Format, FormatOpt, MaxSizeOpt
+from reports.io import MAX_REPORT_MB
+
+PLOT_INSTALL = "pip install '.[plot]'"
+
+
+def _load_or_exit(path: Path, max_size: float):
+    """The validated report at ``path``; otherwise one line on stderr and exit status 2."""
+    from reports.io import ReportError, load_report
+
+    try:
+        return load_report(path, max_size)
+    except ReportError as exc:
+        err.print(f"[red]{escape(str(exc))}[/]")
+        raise typer.Exit(2)
+
+
+@app.command()
+def plot(
+    file: Annotated[Path, typer.Argument(help="A report of either kind.")],
+    out: Annotated[Optional[Path], typer.Option(help="PNG to write. Default: the report's name with .png.")] = None,
+    max_size: MaxSizeOpt = MAX_REPORT_MB,
+) -> None:
+    """Draw a report (needs matplotlib: pip install '.[plot]'). Prior-art: latency against rows
+    (log-log), error against FP64, and each implementation's verdict. Bitwise: a candidate x case
+    grid coloured by how many elements differ."""
+    report = _load_or_exit(file, max_size)
+    try:
+        from reports.plot import plot_report
+    except ImportError as exc:
+        err.print(f"[red]audit plot needs matplotlib ({escape(str(exc))}); {escape(PLOT_INSTALL)}[/]")
+        raise typer.Exit(2)
+    from audit.cli.paths import OutputPathError, file_target
+
+    try:
+        target = file_target(out or file.with_suffix(".png"), ".png")
+    except OutputPathError as exc:
+        raise checks.usage_error(f"--out: {exc}") from None
+    try:
+        plot_report(report, target)
+    except TypeError as exc:  # a kind without a plot
+        raise checks.usage_error(str(exc)) from None
+    console.print(f"wrote {escape(str(target))}")
+
+
+@app.command()
+def show(
+    files: Annotated[list[Path], typer.Argument(help="Report files of either kind.")],
+    format: FormatOpt = Format.table,
+    only_differ: Annotated[
+        bool, typer.Option("--only-differ", help="Hide equal cells, and rows and tables left empty.")
+    ] = False,
+    candidate: Annotated[
+        Optional[str],
+        typer.Option("--candidate", help="Show only what involves this candidate (e.g. liger, diffusers[sglang])."),
+    ] = None,
+    max_size: MaxSizeOpt = MAX_REPORT_MB,
+) -> None:
+    """Render reports: the verdict table first (one line per candidate and reference, each pair
+    once), then the detail tables (bitwise: per case and tensor; prior-art: per mode)."""
+    from reports.render import View, print_report, to_markdown
+
+    view = View(only_differ=only_differ, candidate=candidate)
+    for path in files:
+        report = _load_or_exit(path, max_size)
+        if candidate is not None and not _names_candidate(report, candidate):
+            err.print(f"[red]{escape(str(path))}: no candidate {escape(candidate)!r}[/]")
+            raise typer.Exit(2)
+        if format is Format.table:
+            print_report(report, console, view)
+        elif format is Format.markdown:
+            typer.echo(to_markdown(report, view))
+        else:
+            typer.echo(report.model_dump_json(indent=2))
+
+
+def _names_candidate(report, name: str) -> bool:
+    r = report.root
+    if r.kind == "h3_bitwise_reuse":
+        return name in r.results
+    if r.kind == "h3_conditioning_chain_replay":
+        return name in r.candidates.values()
+    return any(name in c for c in r.results.values() if isinstance(c, dict))
+
+
+@app.command()
+def diff(
+    old: Annotated[Path, typer.Argument(help="Earlier reports: a file or a directory.")],
+    new: Annotated[Path, typer.Argument(help="Later reports of the same kind: a file or a directory.")],
+    format: FormatOpt = Format.table,
+) -> None:
+    """What changed from OLD to NEW, matched by report kind and op: environment (GPU, torch, CUDA,
+    libraries, mode variables), candidates and cases that appeared or disappeared, and each change
+    of state: equal->differ and available->unavailable are regressions, the reverse improvements,
+    a changed count of differing elements a change, and any change on a non-repeatable comparison
+    noise. Prior-art: invariant->not invariant is a regression; latency NEW/OLD per size.
+    Exit 0: no regression; 1: a regression; 2: unusable input."""
+    from reports.diff import DiffInputError, diff_paths
+    from reports.render import diff_sections, draw_markdown, draw_rich
+
+    try:
+        found = diff_paths(old, new)
+    except DiffInputError as exc:
+        err.print(f"[red]{escape(str(exc))}[/]")
+        raise typer.Exit(2)
+    if format is Format.table:
+        console.print(draw_rich(diff_sections(found)))
+    elif format is Format.markdown:
+        typer.echo(draw_markdown(diff_sections(found)))
+    else:
+        typer.echo(found.model_dump_json(indent=2))
+    if found.regressed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def validate(
+    files: Annotated[list[Path], typer.Argument(help="Report files to check against the schema.")],
+    max_size: MaxSizeOpt = MAX_REPORT_MB,
+) -> None:
+    """Exit 0 when every file is a valid report; otherwise exit 1 naming each offending field by its JSON path."""
+    from reports.io import ReportError, load_report
+
+    bad = False
+    for path in files:
+        try:
+            report = load_report(path, max_size)
+        except ReportError as exc:
+            bad = True
+            for where, msg in exc.problems:
+                err.print(f"[red]{escape(str(path))}[/]: {escape(where)}: {escape(msg)}")
+            continue
+        console.print(f"[green]{escape(str(path))}[/]: valid {report.root.kind} report for {escape(report.root.op)}")
+    if bad:
+        raise typer.Exit(1)
+
+
+@app.command()
+def schema(
+    kind: Annotated[
+        Optional[str],
+        typer.Option(help="h3_bitwise_reuse, h3_prior_art or h3_conditioning_chain_replay; default: any."),
+    ] = None,
+) -> None:
+    """Print the JSON Schema generated from the report models."""
+    from reports.schema import KINDS, json_schema
+
+    if kind is not None:
+        checks.check_names("kind", [kind], list(KINDS))
+    typer.echo(json.dumps(json_schema(kind), indent=2))

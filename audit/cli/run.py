@@ -1,0 +1,191 @@
+"""``audit run`` and ``audit prior-art``: every mode of each op in its own worker process."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from audit.cli import checks
+from audit.cli.app import app, err
+from audit.cli.options import (
+    BaselineOpt,
+    CandidateOpt,
+    CaseOpt,
+    ConfigOpt,
+    Device,
+    DeviceOpt,
+    EnvOpt,
+    FailOnOpt,
+    InheritEnvOpt,
+    ModeEnvOpt,
+    ModeOpt,
+    OpOpt,
+    OutOpt,
+    QuietOpt,
+    TimeoutOpt,
+)
+from audit.cli.session import Work, execute, gate_for, report_paths
+
+
+def _works(plans, paths: dict[str, Path], timeout: float) -> list[Work]:
+    """One ``Work`` per plan that has something to run; a plan without is named on stderr."""
+    from audit.parent.runner import run_plan
+
+    for p in [p for p in plans if not p.by_mode]:
+        err.print(
+            f"[yellow]{p.op.name}: none of the selected modes and candidates runs for this op "
+            f"(row ops run in plain mode only); no report[/]"
+        )
+    plans = [p for p in plans if p.by_mode]
+    if not plans:
+        raise typer.BadParameter("nothing to run for the selected op, modes and candidates")
+    return [
+        Work(
+            p.op.name,
+            p.total,
+            paths[p.op.name],
+            lambda advance, p=p: p.task.assemble(p, run_plan(p, timeout=timeout, advance=advance)),
+        )
+        for p in plans
+    ]
+
+
+@app.command()
+def run(
+    op: OpOpt = "all",
+    case: CaseOpt = None,
+    mode: ModeOpt = None,
+    candidate: CandidateOpt = None,
+    device: DeviceOpt = Device.auto,
+    out: OutOpt = None,
+    timeout: TimeoutOpt = 3600.0,
+    inherit_env: InheritEnvOpt = None,
+    quiet: QuietOpt = False,
+    repeats: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=100,
+            help="Times every candidate, references included, computes each case (1-100); a tensor whose "
+            "runs differ is marked not repeatable (nondeterministic). 1 turns the check off.",
+        ),
+    ] = 2,
+    baseline: BaselineOpt = None,
+    fail_on: FailOnOpt = None,
+    config: ConfigOpt = None,
+    env: EnvOpt = None,
+    mode_env: ModeEnvOpt = None,
+) -> None:
+    """Run the bitwise-reuse audit: every mode in its own subprocess (in its own Python environment
+    where audit.toml or --mode-env says so), every candidate and case computed --repeats times and
+    compared bitwise with both references; writes one h3_bitwise_reuse report per op and prints the
+    verdicts, then the detail tables. Exit 0, or 1 when --fail-on says so (a regression against
+    --baseline, or any difference)."""
+    from audit.core.ops import get_op
+    from audit.parent.runner import plan
+    from audit.parent.tasks import BITWISE
+
+    envs = checks.environments(config, env, mode_env)
+    ops = checks.selection(op, mode, candidate, envs)
+    chosen = checks.cases(case)
+    paths = report_paths(out, ops, BITWISE.kind)
+    inherit = checks.inherited(inherit_env)
+    gate = gate_for(baseline, fail_on, kind=BITWISE.kind, names=ops)
+    dev = checks.device(device)
+    plans = []
+    for name in ops:
+        spec = get_op(name)
+        units = chosen or list(spec.cpu_cases if dev.type == "cpu" else spec.cases)
+        plans.append(
+            plan(
+                spec,
+                BITWISE,
+                modes=checks.modes_for(spec, mode, envs),
+                names=candidate,
+                units=units,
+                device=dev,
+                inherit_env=inherit,
+                environments=envs,
+                repeats=repeats,
+            )
+        )
+    if dev.type == "cpu" and not case:
+        err.print("[dim]CPU device: using each op's CPU cases (pass --case to choose).[/]")
+    execute(_works(plans, paths, timeout), unit="candidate × case", gate=gate, quiet=quiet)
+
+
+@app.command("prior-art")
+def prior_art(
+    op: OpOpt = "all",
+    mode: ModeOpt = None,
+    candidate: CandidateOpt = None,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Small sizes for smoke tests; the report says quick: true.")
+    ] = False,
+    device: DeviceOpt = Device.auto,
+    out: OutOpt = None,
+    megatron_src: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--megatron-src",
+            help="A Megatron-LM source tree to use instead of the installed megatron-core; "
+            "its commit goes into the report.",
+        ),
+    ] = None,
+    timeout: TimeoutOpt = 3600.0,
+    inherit_env: InheritEnvOpt = None,
+    quiet: QuietOpt = False,
+    baseline: BaselineOpt = None,
+    fail_on: FailOnOpt = None,
+    config: ConfigOpt = None,
+    env: EnvOpt = None,
+    mode_env: ModeEnvOpt = None,
+) -> None:
+    """Write the h3_prior_art report: for each mode and candidate, bitwise batch invariance (every
+    row alone vs in batches, contiguous sub-batches, a batch-size sweep with probe rows, parameter
+    gradients repeated), accuracy against FP64 and latency; each mode in its own process and, where
+    configured, its own Python environment."""
+    from audit.core.ops import get_op
+    from audit.core.prior_art_sizes import CHECKS, sizes_for, sizes_json
+    from audit.parent.runner import plan
+    from audit.parent.tasks import PRIOR_ART
+
+    envs = checks.environments(config, env, mode_env)
+    ops = checks.selection(op, mode, candidate, envs)
+    paths = report_paths(out, ops, PRIOR_ART.kind)
+    inherit = checks.inherited(inherit_env)
+    gate = gate_for(baseline, fail_on, kind=PRIOR_ART.kind, names=ops, quick=quick)
+    commit = _use_megatron_src(megatron_src)
+    dev = checks.device(device)
+    plans = [
+        plan(
+            get_op(name),
+            PRIOR_ART,
+            modes=checks.modes_for(get_op(name), mode, envs),
+            names=candidate,
+            units=list(CHECKS),
+            device=dev,
+            inherit_env=inherit,
+            environments=envs,
+            sizes=sizes_json(sizes_for(get_op(name), quick)),
+            quick=quick,
+            megatron_commit=commit,
+        )
+        for name in ops
+    ]
+    execute(_works(plans, paths, timeout), unit="candidate × check", gate=gate, quiet=quiet)
+
+
+def _use_megatron_src(path: Optional[Path]) -> Optional[str]:
+    """Point the mode processes at a Megatron-LM source tree; returns its short commit."""
+    if path is None:
+        return None
+    if not (path / "megatron" / "core").is_dir():
+        raise checks.usage_error(f"--megatron-src: {path} has no megatron/core: not a Megatron-LM source tree")
+    os.environ["AUDIT_MEGATRON_SRC"] = str(path.resolve())
+    from audit.parent.provenance import short_commit
+
+    return short_commit(path)

@@ -1,0 +1,176 @@
+"""The skeleton of every command that computes and writes reports (``run``, ``prior-art``, ``chain``,
+``parallel``): the same checks first, then the same progress, signals, writes, summary and gate.
+
+Contract:
+- Before any work: ``report_paths`` checks ``--out`` and ``gate_for`` loads ``--baseline``; a
+  problem with either is one line and exit 2.
+- ``execute`` computes each ``Work`` under one progress bar (units, elapsed time, ETA), writes its
+  report atomically as soon as it is done, then prints the reports (unless quiet), one "wrote"
+  line each, the diff against the baseline, and exits 1 when the gate fails.
+- Ctrl-C and SIGTERM stop the workers (``audit.parent.launch`` kills every process they started
+  and removes its temporary directories), name the reports already written and exit 130 or 143.
+  A report that cannot be written (disk full, a read-only file system) is one line naming the path
+  and the error, exit 3; what was written before stays.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from audit.cli.app import console, err
+from audit.cli.checks import usage_error
+from audit.cli.options import FailOn
+
+Advance = Callable[[str], None]
+WRITE_FAILED = 3
+
+
+class Terminated(BaseException):
+    """Raised in the main thread when SIGTERM arrives (a BaseException, like KeyboardInterrupt, so
+    that only the handlers meant for it catch it and every ``finally`` still runs)."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated()
+
+
+@contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def report_paths(out: Optional[Path], names: list[str], kind: str) -> dict[str, Path]:
+    """name -> the report file it is written to (``audit.cli.paths.report_paths``); an unusable
+    ``--out`` is a usage error."""
+    from audit.cli.paths import OutputPathError
+    from audit.cli.paths import report_paths as paths
+
+    try:
+        return paths(out, names, kind)
+    except OutputPathError as exc:
+        raise usage_error(f"--out: {exc}") from None
+
+
+@dataclass
+class Gate:
+    """The baseline set (loaded before anything runs) and what makes the run fail."""
+
+    baseline: Optional[dict]
+    name: str
+    fail_on: str
+
+
+def gate_for(
+    baseline: Optional[Path], fail_on: Optional[FailOn], *, kind: str, names: list[str], quick: bool = False
+) -> Gate:
+    """Load and check --baseline before any computation: unusable input exits 2."""
+    from reports.diff import DiffInputError, baselined_ops, load_set
+
+    chosen = fail_on.value if fail_on else ("regression" if baseline else "none")
+    if baseline is None:
+        if chosen == "regression":
+            raise typer.BadParameter("--fail-on regression needs --baseline", param_hint="--fail-on")
+        return Gate(None, "", chosen)
+    try:
+        found = load_set(baseline)
+    except DiffInputError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--baseline") from None
+    covered = baselined_ops(found, kind, names, quick)
+    if not covered:
+        raise typer.BadParameter(
+            f"{baseline} holds no {kind} report for {', '.join(names)}" + (" (quick)" if quick else ""),
+            param_hint="--baseline",
+        )
+    missing = [n for n in names if n not in covered]
+    if missing:
+        err.print(f"[yellow]--baseline has no {kind} report for {escape(', '.join(missing))}: not gated[/]")
+    return Gate(found, str(baseline), chosen)
+
+
+@dataclass(frozen=True)
+class Work:
+    """One report to compute: ``compute(advance)`` returns its data, calling ``advance(what)`` once
+    per finished unit; ``total`` units in all."""
+
+    label: str
+    total: int
+    path: Path
+    compute: Callable[[Advance], dict]
+
+
+def execute(works: list[Work], *, unit: str, gate: Gate, quiet: bool) -> None:
+    """Compute, write, print and gate ``works`` as the module says."""
+    from reports.diff import gate as decide
+    from reports.render import diff_sections, draw_rich, print_report
+
+    written: list = []
+    try:
+        with _sigterm_raises():
+            _compute_and_write(works, unit, written)
+    except (KeyboardInterrupt, Terminated) as exc:
+        what = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        err.print(
+            f"[red]{what}: worker processes stopped, temporary files removed; reports already "
+            f"written: {escape(_names(written))}[/]"
+        )
+        raise typer.Exit(143 if isinstance(exc, Terminated) else 130)
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        err.print(
+            f"[red]error: cannot write {escape(where)}{escape(exc.strerror or str(exc))}; "
+            f"reports already written: {escape(_names(written))}[/]"
+        )
+        raise typer.Exit(WRITE_FAILED)
+    for path, report in written:
+        if not quiet:
+            print_report(report, console)
+        console.print(f"wrote {escape(str(path))}")
+    diff, failed = decide([r for _, r in written], [p for p, _ in written], gate.baseline, gate.fail_on, gate.name)
+    if diff is not None:
+        console.print(draw_rich(diff_sections(diff)))
+    if failed:
+        why = "a regression against the baseline" if diff is not None and diff.regressed else "a difference"
+        err.print(f"[red]--fail-on {gate.fail_on}: {why}; exit 1[/]")
+        raise typer.Exit(1)
+
+
+def _names(written: list) -> str:
+    return ", ".join(str(p) for p, _ in written) or "none"
+
+
+def _compute_and_write(works: list[Work], unit: str, written: list) -> None:
+    from reports.io import write_report
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(unit),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=err,
+        transient=False,
+    ) as progress:
+        for w in works:
+            task = progress.add_task(escape(w.label), total=w.total)
+
+            def advance(name: str, _task=task, _label=w.label) -> None:
+                progress.update(_task, advance=1, description=escape(f"{_label}: {name}"))
+
+            data = w.compute(advance)
+            progress.update(task, description=escape(f"{w.label}: done"))
+            written.append((w.path, write_report(w.path, data)))

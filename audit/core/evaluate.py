@@ -1,0 +1,49 @@
+"""One forward and backward pass of a candidate, the way every check runs it."""
+
+from __future__ import annotations
+
+import torch
+
+from audit.core.candidates import Candidate
+from audit.core.ops import OpSpec
+
+Result = tuple[list[torch.Tensor], dict[str, torch.Tensor]]
+
+
+def differentiated(c: Candidate, op: OpSpec) -> tuple[str, ...]:
+    """The inputs whose gradients ``c`` provides."""
+    return op.grads if c.grads is None else tuple(g for g in op.grads if g in c.grads)
+
+
+def evaluate(
+    c: Candidate,
+    op: OpSpec,
+    inputs: dict[str, torch.Tensor],
+    grad_out: torch.Tensor,
+    only: tuple[str, ...] | None = None,
+    copy_all: bool = True,
+) -> Result:
+    """Outputs of ``c`` and its gradients for upstream ``grad_out``, w.r.t. the inputs it
+    differentiates (or the subset ``only``). Each call gets fresh leaf copies of the inputs, so one
+    candidate cannot disturb another's; with ``copy_all=False`` only the differentiated ones are
+    copied (the prior-art checks' thousands of one-row passes share the parameters)."""
+    wanted = differentiated(c, op)
+    if only is not None:
+        wanted = tuple(n for n in wanted if n in only)
+    leaves = {
+        n: t.detach().clone().requires_grad_(True) if n in wanted else (t.detach().clone() if copy_all else t.detach())
+        for n, t in inputs.items()
+    }
+    with torch.set_grad_enabled(bool(wanted)):
+        out = c.forward(leaves)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    grads: dict[str, torch.Tensor] = {}
+    if wanted:
+        got = torch.autograd.grad(outs[0], [leaves[n] for n in wanted], grad_outputs=grad_out, allow_unused=True)
+        for name, g in zip(wanted, got):
+            if g is None:
+                raise RuntimeError(
+                    f"output does not depend on input {name!r}, which the candidate declares differentiable"
+                )
+            grads[name] = g
+    return [o.detach() for o in outs], grads

@@ -1,0 +1,138 @@
+"""What a mode worker tells the runner: one dataclass per event, sent as one JSON line each.
+
+``encode`` and ``decode`` are each other's inverse for every event here; ``decode`` raises
+ValueError on a line that is not one of them (the runner treats that as the worker's crash).
+A unit is a case (bitwise task) or a check (prior-art task).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Union
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """The worker's interpreter (``audit.core.availability.interpreter``)."""
+
+    info: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModeOn:
+    """The mode is switched on; ``tf32`` is whether the process computes with TF32."""
+
+    description: str | None
+    tf32: bool
+
+
+@dataclass(frozen=True)
+class ModeUnavailable:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    candidate: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Source:
+    candidate: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Inputs:
+    case: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Drawing:
+    """The worker draws ``unit``'s inputs: a death now loses that unit for every candidate."""
+
+    unit: Any
+
+
+@dataclass(frozen=True)
+class Start:
+    candidate: str
+    unit: Any
+
+
+@dataclass(frozen=True)
+class Done:
+    candidate: str
+    unit: Any
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Failed:
+    candidate: str
+    unit: Any
+    reason: str
+
+
+@dataclass(frozen=True)
+class Crashed:
+    """The exception that is ending the worker, as ``error_text`` words it."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Finished:
+    """Every unit of every runnable candidate is done."""
+
+
+Event = Union[
+    Interpreter, ModeOn, ModeUnavailable, Unavailable, Source, Inputs, Drawing, Start, Done, Failed, Crashed, Finished
+]
+Emit = Callable[[Event], None]
+_BY_NAME = {cls.__name__: cls for cls in Event.__args__}
+
+
+def encode(event: Event) -> str:
+    return json.dumps({"event": type(event).__name__, **dataclasses.asdict(event)})
+
+
+def decode(line: str) -> Event:
+    try:
+        fields = json.loads(line)
+        return _BY_NAME[fields.pop("event")](**fields)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a worker event: {line[:200]!r} ({type(exc).__name__}: {exc})") from None
+
+
+@dataclass(frozen=True)
+class Job:
+    """What the runner asks one mode worker to do: run ``work`` (``"module:function"``, called as
+    ``function(job, op, mode, device, runnable, emit)``) for ``candidates`` over ``units`` under
+    ``mode``, skipping the (candidate, unit) pairs in ``skip``; events go to file descriptor
+    ``events_fd``. ``repeats`` is the bitwise task's, ``sizes`` the prior-art task's."""
+
+    task: str
+    work: str
+    op: str
+    mode: str
+    device: str
+    units: list
+    candidates: list[str]
+    references: list[str]
+    reference_dir: str
+    skip: list = dataclasses.field(default_factory=list)
+    events_fd: int = -1
+    repeats: int = 1
+    sizes: dict | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> Job:
+        return cls(**json.loads(text))

@@ -1,0 +1,122 @@
+"""Assembling reports in the example reports' schema from what the mode processes reported."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from reports.schema import reference_of
+
+from audit.parent.provenance import collect, repository_state
+from audit.parent.parallel import KIND, nccl_environment
+
+if TYPE_CHECKING:
+    from audit.parent.runner import Outcome, Plan
+
+RFC = "RL-Align/RL-Kernel#420"
+
+
+def header(kind: str, op: str, environment: dict) -> dict:
+    """The fields every report kind opens with: kind, RFC, op, this checkout's commit and state."""
+    commit, dirty = repository_state()
+    return {
+        "kind": kind,
+        "rfc": RFC,
+        "op": op,
+        "rl_kernel_commit": commit,
+        "tracked_tree_dirty": dirty,
+        "environment": environment,
+    }
+
+
+def _header(p: Plan, outcome: Outcome) -> dict:
+    return header(
+        p.task.kind,
+        p.op.name,
+        collect(
+            p.device,
+            {m: outcome.environments[m] for m in p.by_mode},
+            outcome.tf32,
+            {m: outcome.interpreters[m] for m in p.by_mode if m in outcome.interpreters},
+        ),
+    )
+
+
+def bitwise_report(p: Plan, outcome: Outcome) -> dict:
+    """The ``h3_bitwise_reuse`` report: candidates in name order, cases in the plan's order, and no
+    comparison with a reference that never ran. A mode whose inputs' fingerprints differ from plain
+    mode's makes its candidates unavailable (it would compare different problems); a mode that ran
+    in another environment says in ``environment.modes`` whether its inputs were plain mode's."""
+    plain = outcome.fingerprints.get("plain", {})
+    for mode_name, prints in outcome.fingerprints.items():
+        same = all(plain.get(case) == sha for case, sha in prints.items())
+        if mode_name in outcome.interpreters:
+            outcome.interpreters[mode_name]["inputs_sha256_as_plain"] = same
+        if not same:
+            for c in p.by_mode[mode_name]:
+                outcome.unavailable(c.report_name(mode_name), f"inputs in mode {mode_name} differ from plain mode's")
+    missing_refs = {r for r in p.op.references if "unavailable" in outcome.results.get(r, {"unavailable": ""})}
+    results = {}
+    for name in sorted(outcome.results):
+        entry = outcome.results[name]
+        if "unavailable" in entry:
+            results[name] = {"unavailable": entry["unavailable"]}
+            continue
+        clean = {"source": entry.get("source", "")}
+        for key in sorted(k for k in entry if reference_of(k) not in missing_refs | {None}):
+            clean[key] = {str(c): entry[key][str(c)] for c in p.units if str(c) in entry[key]}
+        results[name] = clean
+    return {**_header(p, outcome), "cases": p.units, "inputs_sha256": plain, "results": results}
+
+
+def prior_art_report(p: Plan, outcome: Outcome) -> dict:
+    """The ``h3_prior_art`` report: per mode, per candidate, the checks' results or why not."""
+    header = _header(p, outcome)
+    env = header["environment"]
+    header["environment"] = {
+        **{k: v for k, v in env.items() if k != "mode_environment"},
+        "megatron_source_commit": p.megatron_commit,
+        "mode_environment": env["mode_environment"],
+    }
+    results: dict[str, dict] = {}
+    for mode_name, candidates in p.by_mode.items():
+        state = outcome.modes.get(mode_name, {})
+        if "unavailable" in state:
+            results[mode_name] = {"unavailable": state["unavailable"]}
+            continue
+        per_mode = {}
+        for c in candidates:
+            name = c.report_name(mode_name)
+            entry = outcome.results.get(name, {"unavailable": "did not run"})
+            if "unavailable" not in entry and "accuracy_latency" not in entry:
+                entry = {"unavailable": "the checks did not complete"}
+            per_mode[name] = entry
+        results[mode_name] = per_mode
+    return {**header, "quick": p.quick, "results": results}
+
+
+def parallel_report(p, results: dict[str, dict], sources: dict[str, str]) -> dict:
+    """The ``h3_parallel`` report from ``audit.parent.parallel.run_parallel``'s results: candidates in name
+    order, each with its finished cases (native and fixed-order) and, if its run stopped, why."""
+    entries: dict[str, dict] = {name: {"unavailable": why} for name, why in p.not_run().items()}
+    for name, found in results.items():
+        cases = {case: found[case] for case in map(str, p.cases) if case in found}
+        if not cases and "unavailable" in found:  # stopped before its first case
+            entries[name] = {"unavailable": found["unavailable"]}
+            continue
+        entries[name] = {
+            "source": sources[name],
+            "reduced": list(p.layout.reduced(p.op)),
+            "seconds": found["seconds"],
+            "cases": cases,
+        }
+        if "unavailable" in found:
+            entries[name]["failed"] = found["unavailable"]
+    return {
+        **header(KIND, p.op.name, collect(p.device, {"plain": p.recorded}, False)),
+        "layout": p.layout.name,
+        "ranks": p.ranks,
+        "backend": p.backend,
+        "nccl_environment": nccl_environment(p.backend),
+        "cases": p.cases,
+        "results": dict(sorted(entries.items())),
+    }

@@ -1,0 +1,314 @@
+"""The runner: runs each mode of a plan in its own subprocess and collects what they report.
+
+Plain mode runs first: in the bitwise task it computes the references and keeps their tensors on
+disk in a temporary directory for the other modes' processes; the directory is removed when the op
+is done. A mode process that crashes, runs out of memory or times out does not end the run: the
+candidate it was running becomes ``{"unavailable": "<exit status and last output lines>"}`` and
+the process is started again for the candidates it had not finished.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from audit.core.candidates import Candidate, candidates_for
+from audit.core.events import (
+    Crashed,
+    Done,
+    Drawing,
+    Failed,
+    Finished,
+    Inputs,
+    Interpreter,
+    Job,
+    ModeOn,
+    ModeUnavailable,
+    Source,
+    Start,
+    Unavailable,
+    decode,
+)
+from audit.core.ops import OpSpec
+from audit.parent import launch
+from audit.parent.interpreters import Environments, worker_setup
+from audit.parent.tasks import Task
+from modes import Mode, get_mode
+
+Advance = Callable[[str], None]
+
+
+@dataclass
+class Plan:
+    """Which candidates run in which mode for one op, over which units of work: the cases of the
+    bitwise task, or the checks of the prior-art task."""
+
+    op: OpSpec
+    task: Task
+    units: list[int] | list[str]
+    device: torch.device
+    by_mode: dict[str, list[Candidate]]
+    inherit_env: tuple[str, ...] = ()  # numerics variables the mode processes keep from this shell
+    environments: Environments = field(default_factory=Environments)  # the interpreter of each mode
+    repeats: int = 1  # bitwise: times each candidate computes each case
+    sizes: dict | None = None  # prior art: the sizes of the checks (``sizes_json``)
+    quick: bool = False  # prior art: the smoke-test sizes
+    megatron_commit: str | None = None  # prior art: the Megatron-LM source tree used, if any
+
+    @property
+    def total(self) -> int:
+        return len(self.units) * sum(len(cs) for cs in self.by_mode.values())
+
+
+def plan(
+    op: OpSpec,
+    task: Task,
+    *,
+    modes: list[str],
+    names: list[str] | None,
+    units: list[int] | list[str],
+    device: torch.device,
+    **fields,
+) -> Plan:
+    """Candidates per mode, references first, for ``task``; ``names`` filters by candidate or report
+    name, but a task that needs the references always runs them. ``fields`` are the other fields
+    of ``Plan``."""
+    by_mode: dict[str, list[Candidate]] = {}
+    ordered = sorted(candidates_for(op.name), key=lambda c: c.report_name("plain") not in op.references)
+    for mode in sorted(modes, key=lambda m: m != "plain"):
+        chosen = [
+            c
+            for c in ordered
+            if c.runs_in(mode)
+            and (
+                names is None
+                or c.name in names
+                or c.report_name(mode) in names
+                or (task.needs_references and c.report_name(mode) in op.references)
+            )
+        ]
+        if chosen:
+            by_mode[mode] = chosen
+    return Plan(op, task, units, device, by_mode, **fields)
+
+
+@dataclass
+class Outcome:
+    """What the mode processes reported, accumulated across restarts."""
+
+    results: dict[str, dict] = field(default_factory=dict)  # report name -> entry
+    modes: dict[str, dict] = field(default_factory=dict)  # mode -> {"unavailable": ...} or {"description": ...}
+    fingerprints: dict[str, dict[str, str]] = field(default_factory=dict)  # mode -> case -> sha256
+    environments: dict[str, dict[str, str]] = field(default_factory=dict)  # mode -> its numerics variables
+    interpreters: dict[str, dict] = field(default_factory=dict)  # mode -> the interpreter its worker reported
+    tf32: bool = False
+    done: set[tuple[str, object]] = field(default_factory=set)  # (report name, unit)
+
+    def entry(self, name: str) -> dict:
+        return self.results.setdefault(name, {})
+
+    def unavailable(self, name: str, reason: str) -> None:
+        self.results[name] = {"unavailable": reason}
+
+    def finished(self, name: str, units: list) -> bool:
+        return all((name, u) in self.done for u in units)
+
+
+@dataclass
+class _Process:
+    """What one worker process said before it ended."""
+
+    current: tuple[str | None, object] | None = None  # (candidate, unit) running; candidate None: drawing inputs
+    finished: bool = False  # it reported that every unit was done
+    timed_out: bool = False
+    raised: str | None = None  # the exception that ended it, as it reported it
+
+
+class _ModeRun:
+    """One mode's candidates, run in as many processes as it takes (see ``run_mode``)."""
+
+    def __init__(self, p: Plan, mode: Mode, outcome: Outcome, advance: Advance, env_name: str | None):
+        self.p, self.mode, self.outcome, self.advance = p, mode, outcome, advance
+        self.env_name = env_name  # the environment its worker runs in (None: this one)
+        self.names = {c.report_name(mode.name): c for c in p.by_mode[mode.name]}
+        self.pending = list(self.names)
+        self.stalls = 0  # processes in a row that died without finishing anything
+
+    def give_up(self, name: str, reason: str) -> None:
+        """``name`` is unavailable for every unit it has not finished; a reason it already has stays."""
+        if "unavailable" not in self.outcome.results.get(name, {}):
+            self.outcome.unavailable(name, reason)
+        for u in self.p.units:
+            if (name, u) not in self.outcome.done:
+                self.outcome.done.add((name, u))
+                self.advance(name)
+
+    def give_up_all(self, reason: str) -> None:
+        for name in self.pending:
+            self.give_up(name, reason)
+        self.pending = []
+
+    def record_done(self, ev: Done | Failed) -> None:
+        self.p.task.record(self.p, self.outcome, ev)
+        key = (ev.candidate, ev.unit)
+        if key not in self.outcome.done and ev.candidate in self.pending:
+            self.outcome.done.add(key)
+            self.advance(ev.candidate)
+
+    def job(self, workdir: Path) -> Job:
+        p = self.p
+        return Job(
+            task=p.task.name,
+            work=p.task.work,
+            op=p.op.name,
+            mode=self.mode.name,
+            device=str(p.device),
+            units=list(p.units),
+            candidates=[self.names[n].name for n in self.pending],
+            references=list(p.op.references),
+            reference_dir=str(workdir / "references"),
+            skip=sorted((n, u) for n, u in self.outcome.done if n in self.names),
+            repeats=p.repeats,
+            sizes=p.sizes,
+        )
+
+    def dispatch(self, ev, proc: _Process) -> None:
+        """One event of the worker (``audit.core.events``) into the outcome and ``proc``."""
+        outcome, mode = self.outcome, self.mode.name
+        match ev:
+            case Interpreter(info):
+                outcome.interpreters[mode] = {"environment": self.env_name, **info}
+            case ModeOn(description, tf32):
+                outcome.tf32 |= tf32
+                outcome.modes[mode] = {"description": description}
+            case ModeUnavailable(reason):
+                outcome.modes[mode] = {"unavailable": reason}
+                self.give_up_all(reason)
+            case Unavailable(candidate, reason):
+                self.give_up(candidate, reason)
+                self.pending.remove(candidate)
+            case Source(candidate, source):
+                outcome.entry(candidate)["source"] = source
+            case Inputs(case, sha256):
+                outcome.fingerprints.setdefault(mode, {})[str(case)] = sha256
+            case Drawing(unit):
+                proc.current = (None, unit)
+            case Start(candidate, unit):
+                proc.current = (candidate, unit)
+            case Failed(candidate, _, reason) if self.p.task.all_or_nothing:
+                self.give_up(candidate, reason)
+                proc.current = None
+            case Done() | Failed():
+                self.record_done(ev)
+                proc.current = None
+            case Crashed(reason):
+                proc.raised = reason
+            case Finished():
+                proc.finished = True
+
+    def blame(self, proc: _Process, what: str, log: str, progressed: bool) -> bool:
+        """After a process died (``what``, ``log`` its last lines): give up what it was running, or
+        the case it was drawing for every candidate. Returns whether to start another process."""
+        self.stalls = 0 if progressed else self.stalls + 1
+        mode, task = self.mode.name, self.p.task
+        if proc.current is None:  # died outside any candidate and case: restart, unless it keeps failing
+            if proc.timed_out or self.stalls >= 2:
+                for name in self.pending:
+                    if not self.outcome.finished(name, self.p.units):
+                        self.give_up(name, f"mode {mode} process {what}:\n{log}")
+                return False
+        elif proc.current[0] is None:  # died drawing a case's inputs: that case is lost for every candidate
+            unit = proc.current[1]
+            reason = f"mode {mode} process {what} while drawing the inputs of case {unit}:\n{log}"
+            for name in self.pending:
+                if (name, unit) not in self.outcome.done:
+                    self.record_done(Failed(name, unit, reason))
+        else:
+            blamed, unit = proc.current
+            self.give_up(blamed, f"mode {mode} process {what} while running {task.unit} {unit}:\n{log}")
+        self.pending = [n for n in self.pending if not self.outcome.finished(n, self.p.units)]
+        if task.all_or_nothing:  # redo the candidates that finished only some units
+            for n in self.pending:
+                self.outcome.done -= {(n, u) for u in self.p.units}
+                self.outcome.results.pop(n, None)
+        return True
+
+
+def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, *, timeout: float, advance: Advance) -> None:
+    """Run ``mode``'s candidates in their own process(es). After a process dies, the candidate it
+    was running is given up with the real exit status, signal or exception; a death while a case's
+    inputs were drawn loses that case for every candidate; a death outside both restarts the
+    process, unless two in a row finished nothing. Then the process restarts for what is left."""
+    setup = worker_setup(
+        mode.name,
+        environments=p.environments,
+        inherit=p.inherit_env,
+        needs_cuda=p.device.type == "cuda",
+        timeout=timeout,
+    )
+    outcome.environments[mode.name] = setup.recorded
+    run = _ModeRun(p, mode, outcome, advance, setup.environment)
+    if setup.problem is not None:
+        reason = f"environment {setup.environment} ({setup.python}): {setup.problem}"
+        outcome.modes[mode.name] = {"unavailable": reason}
+        outcome.interpreters[mode.name] = {
+            "environment": setup.environment,
+            "python": setup.python,
+            "unavailable": setup.problem,
+        }
+        run.give_up_all(reason)
+        return
+    while run.pending:
+        proc, progress = _Process(), len(outcome.done)
+        code, lingered, log = _one_worker(run, proc, setup, workdir, timeout)
+        if proc.finished and code == 0:
+            break
+        what = launch.ended(None if proc.timed_out else code, timeout=timeout, raised=proc.raised, lingered=lingered)
+        if not run.blame(proc, what, log, len(outcome.done) > progress):
+            break
+
+
+def _one_worker(run: _ModeRun, proc: _Process, setup, workdir: Path, timeout: float) -> tuple[int, bool, str]:
+    """Start one worker for what ``run`` has pending and feed its events to ``run.dispatch``:
+    (exit status, whether it had to be killed after finishing, its log's tail)."""
+    read_fd, write_fd = os.pipe()
+    stem = workdir / f"job-{run.mode.name}-{time.monotonic_ns()}"
+    job_path = stem.with_suffix(".json")
+    job_path.write_text(dataclasses.replace(run.job(workdir), events_fd=write_fd).to_json())
+    try:
+        worker = launch.start(
+            ["-m", "audit.worker.main", str(job_path)],
+            variables=setup.variables,
+            log=stem.with_suffix(".log"),
+            python=setup.python,
+            pass_fds=(write_fd,),
+        )
+    finally:
+        os.close(write_fd)
+    for line in launch.read_lines(worker, read_fd, time.monotonic() + timeout):
+        if line is None:
+            proc.timed_out = True
+            break
+        try:
+            run.dispatch(decode(line), proc)
+        except ValueError as exc:  # not an event: the worker is broken, so it is stopped
+            worker.kill()
+            proc.raised = str(exc)
+            break
+    code, lingered = launch.settle(worker)
+    return code, lingered, worker.tail()
+
+
+def run_plan(p: Plan, *, timeout: float, advance: Advance) -> Outcome:
+    """Run every mode of the plan, in its own process, plain first."""
+    outcome = Outcome()
+    with launch.job_dir(p.op.name) as workdir:
+        for mode_name in p.by_mode:
+            run_mode(p, get_mode(mode_name), outcome, workdir, timeout=timeout, advance=advance)
+    return outcome

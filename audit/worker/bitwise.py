@@ -1,0 +1,193 @@
+"""The bitwise-reuse check, worker side: for each case, every candidate's outputs and gradients
+against each reference, bit for bit, on the candidate's device.
+
+With ``repeats`` N > 1 every candidate, references included, computes each case N times from the
+same inputs and the same upstream gradient; a tensor is repeatable when all N runs gave the same
+bits. A comparison is repeatable only when both sides are, so a non-repeatable difference (a
+nondeterministic kernel) is told apart from a stable one.
+
+References' tensors, and how repeatable they were, are kept on disk (safetensors and JSON) so that
+other modes' processes compare with the very tensors plain mode computed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from modes import Mode
+
+from audit.core.candidates import Candidate
+from audit.core.compare import compare, count_differ
+from audit.core.events import Done, Drawing, Emit, Failed, Inputs, Job, Start
+from audit.core.evaluate import Result, evaluate
+from audit.core.inputs import draw_grad_out, draw_inputs, fingerprint
+from audit.core.ops import OpSpec
+from audit.core.packages import error_text
+
+
+Repeats = dict[str, int]  # tensor key ("out.0", "grad.x") -> most elements differing between two runs
+
+
+def tensors_of(result: Result) -> dict[str, torch.Tensor]:
+    """A result's tensors by key: ``out.<i>`` for outputs, ``grad.<input>`` for gradients."""
+    outs, grads = result
+    return {f"out.{i}": o for i, o in enumerate(outs)} | {f"grad.{n}": g for n, g in grads.items()}
+
+
+def evaluate_repeated(
+    c: Candidate, op: OpSpec, inputs: dict[str, torch.Tensor], grad_out: torch.Tensor, repeats: int
+) -> tuple[Result, Repeats | None]:
+    """The first of ``repeats`` evaluations, and per tensor the most elements that differed from it
+    in a later one (None when ``repeats`` is 1: not checked)."""
+    first = evaluate(c, op, inputs, grad_out)
+    if repeats < 2:
+        return first, None
+    reference = tensors_of(first)
+    worst = dict.fromkeys(reference, 0)
+    for _ in range(repeats - 1):
+        again = tensors_of(evaluate(c, op, inputs, grad_out))
+        for key, t in reference.items():
+            worst[key] = max(worst[key], count_differ(again[key], t) if key in again else t.numel())
+        del again
+    return first, worst
+
+
+def _with_repeatability(cmp: dict, key: str, mine: Repeats | None, theirs: Repeats | None) -> dict:
+    if mine is None or theirs is None or key not in mine or key not in theirs:
+        return cmp
+    worst = max(mine[key], theirs[key])
+    return cmp | ({"repeatable": True} if worst == 0 else {"repeatable": False, "repeat_differ": worst})
+
+
+def compare_results(
+    op: OpSpec,
+    result: Result,
+    reference: Result,
+    repeats: Repeats | None = None,
+    reference_repeats: Repeats | None = None,
+) -> dict:
+    """The report's per-case entry: every output, and every gradient both sides have; with both
+    sides' repeatability known, each comparison says whether it is repeatable."""
+    outs, grads = result
+    ref_outs, ref_grads = reference
+
+    def one(key: str, a: torch.Tensor, b: torch.Tensor) -> dict:
+        return _with_repeatability(compare(a, b), key, repeats, reference_repeats)
+
+    return {
+        "out": [one(f"out.{i}", o, r) for i, (o, r) in enumerate(zip(outs, ref_outs))],
+        "grads": {n: one(f"grad.{n}", grads[n], ref_grads[n]) for n in op.grads if n in grads and n in ref_grads},
+    }
+
+
+Evaluated = tuple[Result, Repeats | None]
+
+
+class ReferenceStore:
+    """References' results per case, with their repeatability: in memory for this process, on disk
+    for the other modes."""
+
+    def __init__(self, root: Path, device: torch.device):
+        self.root, self.device = root, device
+        self.local: dict[str, Evaluated] = {}
+
+    def _path(self, case: int, name: str, suffix: str) -> Path:
+        return self.root / str(case) / f"{name}.{suffix}"
+
+    def new_case(self) -> None:
+        self.local.clear()
+
+    def save(self, case: int, name: str, evaluated: Evaluated) -> None:
+        self.local[name] = evaluated
+        result, repeats = evaluated
+        tensors = {k: t.contiguous().cpu() for k, t in tensors_of(result).items()}
+        path = self._path(case, name, "safetensors")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._path(case, name, "repeats.json").write_text(json.dumps(repeats))
+        save_file(tensors, str(path) + ".tmp")
+        os.replace(str(path) + ".tmp", path)
+
+    def record_failure(self, case: int, name: str, reason: str) -> None:
+        path = self._path(case, name, "failed")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(reason)
+
+    def get(self, case: int, name: str) -> Evaluated | str | None:
+        """The reference's result and repeatability, the reason it failed for this case, or None
+        if it never ran."""
+        if name in self.local:
+            return self.local[name]
+        path = self._path(case, name, "safetensors")
+        if path.exists():
+            tensors = load_file(str(path), device=str(self.device))
+            outs = [tensors[k] for k in sorted((k for k in tensors if k.startswith("out.")), key=lambda k: int(k[4:]))]
+            grads = {k.removeprefix("grad."): v for k, v in tensors.items() if k.startswith("grad.")}
+            repeats = json.loads(self._path(case, name, "repeats.json").read_text())
+            self.local[name] = ((outs, grads), repeats)
+            return self.local[name]
+        failed = self._path(case, name, "failed")
+        return failed.read_text() if failed.exists() else None
+
+
+def run_bitwise(
+    job: Job, op: OpSpec, mode: Mode, device: torch.device, runnable: list[tuple[str, Candidate]], emit: Emit
+) -> None:
+    """Events: ``Drawing`` and ``Inputs`` (the case's fingerprint) per case, ``Start``, then ``Done``
+    (``data``: reference -> comparison) or ``Failed`` per candidate and case."""
+    store = ReferenceStore(Path(job.reference_dir), device)
+    references, skip, repeats = job.references, {tuple(x) for x in job.skip}, job.repeats
+    for case in job.units:
+        if all((name, case) in skip for name, _ in runnable):  # e.g. a case whose drawing killed the last process
+            continue
+        store.new_case()
+        emit(Drawing(case))  # a death from here to the first candidate loses this case only
+        try:
+            cpu_inputs = draw_inputs(op, case, seed=case)
+            emit(Inputs(case, fingerprint(cpu_inputs)))
+            inputs = {k: v.to(device) for k, v in cpu_inputs.items()}
+            grad_out = draw_grad_out(op, case, seed=case).to(device)
+        except Exception as exc:  # e.g. out of memory: every candidate loses this case, not the run
+            reason = f"the inputs of case {case} could not be drawn: {error_text(exc)}"
+            for name, _ in runnable:
+                if (name, case) not in skip:
+                    emit(Failed(name, case, reason))
+            continue
+        del cpu_inputs
+        for name, c in runnable:
+            if (name, case) in skip:
+                continue
+            emit(Start(name, case))
+            try:
+                result, reps = evaluate_repeated(c, op, inputs, grad_out, repeats)
+            except Exception as exc:
+                if name in references:
+                    store.record_failure(case, name, error_text(exc))
+                emit(Failed(name, case, error_text(exc)))
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+                continue
+            is_reference = name in references
+            if is_reference:
+                store.save(case, name, (result, reps))
+            vs: dict[str, dict] = {}
+            for ref in references:
+                if ref == name:
+                    continue
+                got = store.get(case, ref)
+                if isinstance(got, str):
+                    vs[ref] = {"unavailable": f"reference {ref} failed for this case: {got}"}
+                elif got is not None:
+                    ref_result, ref_reps = got
+                    vs[ref] = compare_results(op, result, ref_result, reps, ref_reps)
+                    if is_reference:  # the earlier reference learns how it compares with this one
+                        emit(Done(ref, case, {name: compare_results(op, ref_result, result, ref_reps, reps)}))
+            emit(Done(name, case, vs))
+            del result, reps
+        del inputs, grad_out
+        if device.type == "cuda":
+            torch.cuda.empty_cache()

@@ -1,0 +1,79 @@
+"""The chain worker: ``python -m audit.worker.chain JOB.json RESULT.json``, one per mode, started by
+``audit.parent.chain`` with the mode's variables set before torch starts. It turns TF32 off,
+switches the mode on (so the provider's GEMMs run under it), replays every length
+(``audit.core.chain``) and writes what it found as JSON; a mode that cannot be switched on writes
+``{"unavailable": reason}``. It prints one line per replayed length, which the parent relays.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+from modes import get_mode
+
+from audit.core.packages import error_text
+from audit.core.chain import BlockConfig, Choice, run_chain
+
+
+def main(job_path: str, result_path: str) -> int:
+    job = json.loads(Path(job_path).read_text())
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    mode = get_mode(job["mode"])
+    try:
+        description = mode.call("enable")
+    except Exception as exc:
+        Path(result_path).write_text(
+            json.dumps({"unavailable": f"mode {mode.name} cannot be switched on: {error_text(exc)}"})
+        )
+        return 0
+    found = {
+        "description": description,
+        "tf32": torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32,
+        "inputs_sha256": {},
+        "lengths": {},
+    }
+
+    def emit(event: str, **fields) -> None:
+        if event == "inputs":
+            found["inputs_sha256"][str(fields["length"])] = fields["sha256"]
+        else:
+            found["lengths"][str(fields["length"])] = fields["data"]
+            print(
+                f"mode {mode.name}: length {fields['length']} replayed in {fields['data']['wall_s']:.1f} s", flush=True
+            )
+
+    @contextmanager
+    def mode_off():
+        """The FP64 chain runs with the mode switched off where the library can switch it off."""
+        if mode.disable is None:
+            yield
+            return
+        mode.call("disable")
+        try:
+            yield
+        finally:
+            mode.call("enable")
+
+    choices = {stage: Choice(*choice) for stage, choice in job["choices"].items()}
+    run_chain(
+        BlockConfig(**job["block"]),
+        job["lengths"],
+        choices,
+        mode.name,
+        torch.device(job["device"]),
+        job["backward"],
+        emit,
+        mode_off,
+    )
+    Path(result_path).write_text(json.dumps(found))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:3]))

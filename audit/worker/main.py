@@ -1,0 +1,88 @@
+"""The mode worker: runs one op's candidates under one mode and reports what it finds.
+
+Started by the runner through ``audit.parent.launch`` as ``python -m audit.worker.main JOB.json``
+with the mode's variables already set, so they are in place before torch initialises CUDA. It
+turns TF32 off, switches the mode on, reports which candidates cannot run here and why, then runs
+the job's ``work`` (``audit.worker.bitwise`` or ``audit.worker.prior_art``). Everything goes to the
+runner as events (``audit.core.events``) on the file descriptor the job names; a candidate that
+raises loses only its unit, and a crash of the whole process is handled by the runner.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+from audit.core.availability import interpreter
+from audit.core.candidates import Candidate, get_candidate, unavailable_reason
+from audit.core.events import (
+    Crashed,
+    Emit,
+    Finished,
+    Interpreter,
+    Job,
+    ModeOn,
+    ModeUnavailable,
+    Source,
+    Unavailable,
+    encode,
+)
+from audit.core.ops import get_op
+from audit.core.packages import error_text
+from modes import get_mode
+
+
+def main(job_path: str) -> int:
+    """Run the job; anything raised past the candidates is sent as ``Crashed`` (so the runner can
+    say which exception ended the process) and raised again."""
+    job = Job.from_json(Path(job_path).read_text())
+    events = os.fdopen(job.events_fd, "w", buffering=1)
+
+    def emit(event) -> None:
+        events.write(encode(event) + "\n")
+
+    try:
+        return run_job(job, emit)
+    except BaseException as exc:
+        emit(Crashed(error_text(exc)))
+        raise
+
+
+def run_job(job: Job, emit: Emit) -> int:
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    op, mode, device = get_op(job.op), get_mode(job.mode), torch.device(job.device)
+    emit(Interpreter(interpreter()))
+    try:
+        description = mode.call("enable")
+    except Exception as exc:
+        emit(ModeUnavailable(f"mode {mode.name} cannot be switched on: {error_text(exc)}"))
+        return 0
+    emit(ModeOn(description, torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32))
+
+    runnable: list[tuple[str, Candidate]] = []
+    for name in job.candidates:
+        c = get_candidate(op.name, name)
+        report_name = c.report_name(mode.name)
+        problem = unavailable_reason(c, device)
+        if problem is None:
+            try:
+                emit(Source(report_name, c.source(mode.name, device)))
+                runnable.append((report_name, c))
+                continue
+            except Exception as exc:
+                problem = f"source: {error_text(exc)}"
+        emit(Unavailable(report_name, problem))
+
+    module, _, function = job.work.partition(":")
+    getattr(importlib.import_module(module), function)(job, op, mode, device, runnable, emit)
+    emit(Finished())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

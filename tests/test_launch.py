@@ -1,0 +1,159 @@
+"""Every worker process starts through one launcher (``audit.parent.launch``), so ``run``,
+``prior-art``, ``chain`` and ``parallel`` stop, clean up, record variables and word an ending the
+same way. Each test runs the real command line with real worker processes and real signals."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from audit.parent import launch
+
+REPO = Path(__file__).resolve().parent.parent
+PLUGIN = {"AUDIT_PLUGINS": "tests.plugins.lifecycle"}
+COMMANDS = {
+    "run": "run --op gate_residual --case 2 --candidate {c}",
+    "prior-art": "prior-art --op gate_residual --quick --candidate {c}",
+    "chain": "chain --hidden 256 --heads 2 --ffn 512 --length 17 --candidate gate_residual_msa={c}",
+    "parallel": "parallel --op gate_residual --layout sp_rows --case 2 --candidate {c}",
+}
+
+
+def start(command: str, candidate: str, folder: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:
+    """``audit COMMAND`` on the CPU with the lifecycle plugin, TMPDIR and $LIFECYCLE_DIR in ``folder``."""
+    (folder / "tmp").mkdir(exist_ok=True)
+    argv = [*COMMANDS[command].format(c=candidate).split(), "--device", "cpu", *extra]
+    return subprocess.Popen(
+        [sys.executable, "-m", "audit", *argv, "--out", str(folder / "out"), "-q"],
+        cwd=REPO,
+        env={**os.environ, **PLUGIN, "TMPDIR": str(folder / "tmp"), "LIFECYCLE_DIR": str(folder), **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # Ctrl-C as a terminal delivers it
+    )
+
+
+def hanging_pids(proc: subprocess.Popen, folder: Path, count: int = 1, deadline_s: float = 120) -> list[int]:
+    """The pids the hanging candidates wrote (each worker's and its helper's), once ``count`` wrote."""
+    deadline = time.monotonic() + deadline_s
+    while len(found := sorted(folder.glob("pids-*"))) < count:
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "no worker reached the hanging candidate"
+        time.sleep(0.2)
+    time.sleep(0.3)
+    return [int(p) for f in found for p in f.read_text().split()]
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting for its parent to reap it is not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def assert_cleaned(folder: Path, pids: list[int]) -> None:
+    deadline = time.monotonic() + 10
+    while any(map(alive, pids)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in pids if alive(p)], "a process of the run outlived it"
+    left = list((folder / "tmp").glob("audit-*")) + list((folder / "tmp").glob("torchelastic_*"))
+    assert not left, f"left behind: {left}"
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+@pytest.mark.parametrize(
+    "sig, status, word", [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")]
+)
+def test_a_signal_stops_every_process_and_removes_every_temporary_directory(tmp_path, command, sig, status, word):
+    proc = start(command, "leaves_a_child", tmp_path)
+    pids = hanging_pids(proc, tmp_path, count=2 if command == "parallel" else 1)
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == status, stderr
+    assert f"{word}: worker processes stopped" in stderr and "reports already written: none" in stderr
+    assert not (tmp_path / "out").exists()
+    assert_cleaned(tmp_path, pids)
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_a_deadline_kills_the_whole_tree_and_is_worded_one_way(tmp_path, command):
+    timeout = 15 if command == "chain" else 8  # long enough to reach the candidate, which then hangs
+    proc = start(command, "leaves_a_child", tmp_path, "--timeout", str(timeout))
+    pids = hanging_pids(proc, tmp_path, count=2 if command == "parallel" else 1)
+    _, stderr = proc.communicate(timeout=240)
+    assert proc.returncode == 0, stderr
+    report = json.loads(next((tmp_path / "out").glob("*.json")).read_text())
+    assert f"timed out after {timeout} s" in json.dumps(report["results"])
+    assert_cleaned(tmp_path, pids)
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+@pytest.mark.parametrize("out", ["/proc/r.json", "{tmp}/file/r.json"])
+def test_an_unwritable_out_is_one_line_and_status_2_before_any_work(tmp_path, command, out):
+    (tmp_path / "file").write_text("")
+    started = time.monotonic()
+    argv = [*COMMANDS[command].format(c="sees").split(), "--device", "cpu", "--out", out.format(tmp=tmp_path)]
+    done = subprocess.run(
+        [sys.executable, "-m", "audit", *argv],
+        cwd=REPO,
+        env={**os.environ, **PLUGIN, "LIFECYCLE_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "--out" in done.stderr
+    assert not list(tmp_path.glob("seen-*")), "a worker ran"
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+@pytest.mark.parametrize("inherit", [False, True])
+def test_a_shell_numerics_variable_is_stripped_or_inherited_and_what_a_worker_sees_is_recorded(
+    tmp_path, command, inherit
+):
+    shell = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8", "PYTHONHASHSEED": "7", "TRITON_F32_DEFAULT": "ieee"}
+    extra = ["--inherit-env", "CUBLAS_WORKSPACE_CONFIG"] if inherit else []
+    proc = start(command, "sees", tmp_path, *extra, env=shell)
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr
+    seen = [json.loads(f.read_text()) for f in tmp_path.glob("seen-*.json")]
+    assert seen, "the candidate never ran"
+    recorded = json.loads(next((tmp_path / "out").glob("*.json")).read_text())["environment"]["mode_environment"]
+    for variables in seen:
+        assert variables.get("PYTHONHASHSEED") == "7" and "TRITON_F32_DEFAULT" not in variables
+        assert ("CUBLAS_WORKSPACE_CONFIG" in variables) is inherit
+        assert any(variables == {k: v for k, v in r.items() if k != "MASTER_PORT"} for r in recorded.values()) or (
+            command == "parallel" and _rank_sees_what_is_recorded(variables, recorded["plain"])
+        ), (variables, recorded)
+
+
+def _rank_sees_what_is_recorded(seen: dict, recorded: dict) -> bool:
+    """torchrun adds its own variables to a rank's (rank, world size, ...); every variable recorded
+    for the ranks is what a rank sees."""
+    return all(seen.get(k) == v for k, v in recorded.items())
+
+
+def test_ended_words_each_way_a_process_ends_once():
+    assert launch.ended(None, timeout=4) == "timed out after 4 s"
+    assert launch.ended(None, timeout=1e-9) == "timed out after 1e-09 s"
+    assert launch.ended(-9) == "was killed by SIGKILL"
+    assert launch.ended(3, raised="KeyError: 'x'") == "exited with status 3 after raising KeyError: 'x'"
+    assert launch.ended(0, lingered=True).endswith("so it was killed")
+
+
+def test_ask_kills_what_a_timed_out_program_left_behind(tmp_path):
+    script = tmp_path / "wrapper.sh"
+    script.write_text(f"#!/bin/sh\nsleep 600 &\necho $! > {tmp_path}/child\nwait\n")
+    script.chmod(0o755)
+    code, _, _ = launch.ask([str(script)], timeout=2)
+    assert code is None
+    assert not alive(int((tmp_path / "child").read_text()))

@@ -1,0 +1,101 @@
+"""The package layout: rooms that depend on each other one way only, report commands that load no
+torch, and names offered before torch that match the registries."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("audit", "adapters", "modes", "reports", "rl_kernel_ops")
+ROOMS = ("audit.cli", "audit.core", "audit.parent", "audit.worker")
+
+
+def _node(module: str) -> str | None:
+    """The room (``audit.cli``, ...) or top-level package a module belongs to; None outside the project."""
+    for room in ROOMS:
+        if module == room or module.startswith(room + "."):
+            return room
+    top = module.split(".")[0]
+    return top if top in PACKAGES else None
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    """Every module ``path`` imports, at any depth, except under ``if TYPE_CHECKING:``."""
+    found: set[str] = set()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            return
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
+    return found
+
+
+def dependencies() -> dict[str, set[str]]:
+    """room or package -> the rooms and packages it imports."""
+    graph: dict[str, set[str]] = {}
+    for top in PACKAGES:
+        for path in (REPO / top).rglob("*.py"):
+            module = ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+            src = _node(module)
+            targets = {_node(m) for m in _imports(path, module)} - {None, src}
+            if src == "audit":  # the package's own __init__/__main__: only the entry point
+                continue
+            graph.setdefault(src, set()).update(targets - {"audit"})
+    return graph
+
+
+def test_no_room_or_package_depends_on_itself_through_another():
+    graph = dependencies()
+
+    def reach(start: str, seen: set[str]) -> set[str]:
+        for nxt in graph.get(start, ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                reach(nxt, seen)
+        return seen
+
+    cycles = {node: sorted(graph[node]) for node in graph if node in reach(node, set())}
+    assert not cycles, f"import cycles through: {cycles}"
+    assert graph["reports"] == set() and graph["modes"] == set()
+    assert "audit.parent" not in graph["audit.worker"] and "audit.worker" not in graph["audit.parent"]
+    assert not graph["audit.core"] & {"audit.cli", "audit.parent", "audit.worker", "adapters"}
+
+
+def test_the_report_commands_and_the_version_load_no_torch():
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from audit.cli import app\n"
+        "fixture = 'tests/fixtures/h3_bitwise_reuse.gate_residual.json'\n"
+        "commands = (['validate', fixture], ['show', fixture], ['diff', fixture, fixture], ['schema'], ['--version'])\n"
+        "for argv in commands:\n"
+        "    done = CliRunner().invoke(app, argv)\n"
+        "    assert done.exit_code == 0, (argv, done.output)\n"
+        "    assert 'torch' not in sys.modules, argv\n"
+        "print('no torch')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "no torch", done.stderr
+
+
+def test_the_names_offered_before_torch_are_the_registries():
+    from audit.core.layouts import LAYOUTS
+    from audit.core.names import LAYOUT_NAMES, OP_NAMES
+    from audit.core.ops import OPS
+
+    assert OP_NAMES == tuple(OPS)
+    assert set(LAYOUT_NAMES) == {layout for _, layout in LAYOUTS}

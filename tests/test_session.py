@@ -1,0 +1,39 @@
+"""The skeleton of the commands that compute and write (``audit.cli.session``): a report that cannot
+be written, or a temporary directory that cannot be made, is one line and exit 3, never a
+traceback or the status 1 that means a finding."""
+
+import errno
+
+import pytest
+from typer.testing import CliRunner
+
+import audit.parent.launch
+import reports.io
+from audit.cli import app
+from audit.cli.session import WRITE_FAILED
+
+RUN = ["run", "--op", "gate_residual", "--case", "1", "--device", "cpu", "-q"]
+
+
+def _disk_full(path):
+    raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+
+def test_a_report_that_cannot_be_written_is_one_line_naming_it_and_exit_3(tmp_path, monkeypatch):
+    monkeypatch.setattr(reports.io, "write_report", lambda path, data: _disk_full(path))
+    done = CliRunner().invoke(app, [*RUN, "--out", str(tmp_path / "r.json")])
+    assert done.exit_code == WRITE_FAILED == 3, done.output
+    line = done.stderr.strip().splitlines()[-1]
+    assert line == f"error: cannot write {tmp_path / 'r.json'}: No space left on device; reports already written: none"
+    assert "Traceback" not in done.output
+
+
+CHAIN = ["chain", "--hidden", "256", "--heads", "2", "--ffn", "512", "--device", "cpu"]
+
+
+@pytest.mark.parametrize("command", [RUN, CHAIN])
+def test_a_full_temporary_directory_is_one_line_and_exit_3(tmp_path, monkeypatch, command):
+    monkeypatch.setattr(audit.parent.launch.tempfile, "mkdtemp", lambda prefix: _disk_full(f"/tmp/{prefix}x"))
+    done = CliRunner().invoke(app, [*command, "--out", str(tmp_path)])
+    assert done.exit_code == 3, done.output
+    assert "No space left on device" in done.stderr.strip().splitlines()[-1] and "Traceback" not in done.output
