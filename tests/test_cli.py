@@ -141,3 +141,26 @@ def test_show_says_when_only_parameter_gradients_break_invariance(tmp_path):
     lines = {line.split("|")[1].strip(): line for line in r.output.splitlines() if line.startswith("| ")}
     assert "no (rows 0, sub-batches 0, sweep 0/2256; parameter gradients not repeatable)" in lines["rl_kernel"]
     assert "not repeatable" not in lines["diffusers[plain]"]
+
+
+@pytest.mark.parametrize("markdown", [False, True])
+def test_a_reader_that_closes_the_pipe_early_ends_the_command_quietly_with_status_0(markdown):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    files = sorted(map(str, (repo / "tests" / "fixtures").glob("*.json"))) * 4  # well over a pipe's 64 KB
+    argv = [sys.executable, "-m", "audit", "show", *(["-f", "markdown"] if markdown else []), *files]
+    proc = subprocess.Popen(argv, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.readline()
+    proc.stdout.close()  # as `| head -1` does
+    stderr = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0 and stderr == b"", stderr
+
+
+def test_plot_out_into_a_missing_directory_creates_it(tmp_path):
+    target = tmp_path / "new" / "deeper" / "grid.png"
+    r = invoke("plot", "tests/fixtures/h3_bitwise_reuse.gate_residual.json", "--out", str(target))
+    assert r.exit_code == 0, r.output
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -320,11 +320,15 @@ def test_d6_inheriting_an_unset_variable_is_a_usage_error():
 
 
 @pytest.mark.parametrize("command", [[*RUN, "--case", "1"], ["list", "--device", "cpu"]])
-def test_d8_a_bad_plugin_module_is_one_line_naming_it_and_status_2(command):
-    done = CliRunner().invoke(app, command, env={"AUDIT_PLUGINS": "no_such_plugin_module"})
+@pytest.mark.parametrize(
+    "plugin, why",
+    [("no_such_plugin_module", "ModuleNotFoundError"), ("tests.plugins.exits_at_import", "SystemExit: 3")],
+)
+def test_d8_a_bad_plugin_module_is_one_line_naming_it_and_status_2(command, plugin, why):
+    done = CliRunner().invoke(app, command, env={"AUDIT_PLUGINS": plugin})
     assert done.exit_code == 2, done.output
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "AUDIT_PLUGINS: cannot load module 'no_such_plugin_module'" in lines[0], done.stderr
+    assert len(lines) == 1 and f"AUDIT_PLUGINS: cannot load module '{plugin}': {why}" in lines[0], done.stderr
 
 
 if __name__ == "__main__":

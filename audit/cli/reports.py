@@ -50,6 +50,7 @@ def plot(
         target = file_target(out or file.with_suffix(".png"), ".png")
     except OutputPathError as exc:
         raise checks.usage_error(f"--out: {exc}") from None
+    target.parent.mkdir(parents=True, exist_ok=True)  # as run --out does
     try:
         plot_report(report, target)
     except TypeError as exc:  # a kind without a plot

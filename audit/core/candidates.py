@@ -91,7 +91,7 @@ def load_adapters() -> None:
     for module in [m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",") if m.strip()]:
         try:
             importlib.import_module(module)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # a plugin that calls sys.exit() is a broken plugin too
             raise PluginError(f"{PLUGINS_ENV}: cannot load module {module!r}: {error_text(exc)}") from None
 
 
