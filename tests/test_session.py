@@ -37,3 +37,14 @@ def test_a_full_temporary_directory_is_one_line_and_exit_3(tmp_path, monkeypatch
     done = CliRunner().invoke(app, [*command, "--out", str(tmp_path)])
     assert done.exit_code == 3, done.output
     assert "No space left on device" in done.stderr.strip().splitlines()[-1] and "Traceback" not in done.output
+
+
+def test_a_baseline_is_checked_against_the_reports_that_will_be_written_before_anything_runs(tmp_path):
+    (tmp_path / "baseline").mkdir()
+    seed = "tests/fixtures/h3_bitwise_reuse.gate_residual.json"  # a row op: --mode vllm writes no report for it
+    (tmp_path / "baseline" / "r.json").write_text(open(seed).read())
+    argv = ["run", "--op", "all", "--mode", "vllm", "--device", "cpu", "--baseline", str(tmp_path / "baseline")]
+    done = CliRunner().invoke(app, [*argv, "--out", str(tmp_path / "out")])
+    assert done.exit_code == 2, done.output
+    assert "holds no h3_bitwise_reuse report for timestep_mlp, adaln_projection" in done.stderr
+    assert not (tmp_path / "out").exists()

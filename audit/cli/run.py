@@ -93,7 +93,6 @@ def run(
     chosen = checks.cases(case)
     paths = report_paths(out, ops, BITWISE.kind)
     inherit = checks.inherited(inherit_env)
-    gate = gate_for(baseline, fail_on, kind=BITWISE.kind, names=ops)
     dev = checks.device(device)
     plans = []
     for name in ops:
@@ -112,9 +111,11 @@ def run(
                 repeats=repeats,
             )
         )
+    works = _works(plans, paths, timeout)
+    gate = gate_for(baseline, fail_on, kind=BITWISE.kind, names=[w.label for w in works])
     if dev.type == "cpu" and not case:
         err.print("[dim]CPU device: using each op's CPU cases (pass --case to choose).[/]")
-    execute(_works(plans, paths, timeout), unit="candidate × case", gate=gate, quiet=quiet)
+    execute(works, unit="candidate × case", gate=gate, quiet=quiet)
 
 
 @app.command("prior-art")
@@ -157,7 +158,6 @@ def prior_art(
     ops = checks.selection(op, mode, candidate, envs)
     paths = report_paths(out, ops, PRIOR_ART.kind)
     inherit = checks.inherited(inherit_env)
-    gate = gate_for(baseline, fail_on, kind=PRIOR_ART.kind, names=ops, quick=quick)
     commit = _use_megatron_src(megatron_src)
     dev = checks.device(device)
     plans = [
@@ -176,7 +176,9 @@ def prior_art(
         )
         for name in ops
     ]
-    execute(_works(plans, paths, timeout), unit="candidate × check", gate=gate, quiet=quiet)
+    works = _works(plans, paths, timeout)
+    gate = gate_for(baseline, fail_on, kind=PRIOR_ART.kind, names=[w.label for w in works], quick=quick)
+    execute(works, unit="candidate × check", gate=gate, quiet=quiet)
 
 
 def _use_megatron_src(path: Optional[Path]) -> Optional[str]:
