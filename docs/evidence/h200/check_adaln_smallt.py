@@ -104,8 +104,11 @@ def main() -> None:
         rev = differing(run(v, pool.flip(0)).flip(0), full)
         report["bitwise"][v] = {"differing_T": bad, "rows_alone_differing": rows, "reversed_differing": rev}
         ok &= not bad and rows == 0 and rev == 0
-        print(f"variant {v}: out bitwise vs v1 / mma / repeat, a vs eager silu, at T=1..8: {'equal' if not bad else bad};"
-              f" rows alone differing {rows}; reversed {rev}", flush=True)
+        print(
+            f"variant {v}: out bitwise vs v1 / mma / repeat, a vs eager silu, at T=1..8: {'equal' if not bad else bad};"
+            f" rows alone differing {rows}; reversed {rev}",
+            flush=True,
+        )
 
     fns = {f"v{v}": (lambda t, v=v: run(v, t)) for v in variants}
     fns["wrapper"] = lambda t: rl_kernel_ops.adaln_projection(t, w, b)
@@ -133,14 +136,22 @@ def main() -> None:
             row = {}
             for k, s in samples.items():
                 call, b2b = statistics.median(s["call"]), statistics.median(s["b2b"])
-                row[k] = {"call_us": call, "b2b_us": b2b, "copy_fraction_b2b": wbytes / b2b / 1e3 / copy_gbs,
-                          "rounds_call": s["call"], "rounds_b2b": s["b2b"]}
+                row[k] = {
+                    "call_us": call,
+                    "b2b_us": b2b,
+                    "copy_fraction_b2b": wbytes / b2b / 1e3 / copy_gbs,
+                    "rounds_call": s["call"],
+                    "rounds_b2b": s["b2b"],
+                }
             report["timing_us"][T] = row
             cub = row["cublas"]
             print(f"T={T}: (us; one call per sample / 10 back-to-back; W read at % of copy bandwidth)", flush=True)
             for k, r in row.items():
-                print(f"  {k:8s} {r['call_us']:7.1f} / {r['b2b_us']:7.1f}  {100 * r['copy_fraction_b2b']:5.1f} %"
-                      f"  x{r['call_us'] / cub['call_us']:.2f} / x{r['b2b_us'] / cub['b2b_us']:.2f} of cuBLAS", flush=True)
+                print(
+                    f"  {k:8s} {r['call_us']:7.1f} / {r['b2b_us']:7.1f}  {100 * r['copy_fraction_b2b']:5.1f} %"
+                    f"  x{r['call_us'] / cub['call_us']:.2f} / x{r['b2b_us'] / cub['b2b_us']:.2f} of cuBLAS",
+                    flush=True,
+                )
 
         t = pool[:1]
         from rl_kernel_ops.cuda_gemm import adaln_forward_kernel
