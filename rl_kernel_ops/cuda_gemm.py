@@ -29,6 +29,7 @@ non-contiguous or not 16-byte aligned tensors, and sizes the tiles do not cover 
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -91,13 +92,19 @@ class TimestepMLP(torch.autograd.Function):
 WGMMA_N, WGMMA_D = 256, 64  # the wgmma forward's tile width and k slice
 
 
+@functools.cache
+def _capability(device: torch.device) -> tuple[int, int]:
+    """The compute capability of a CUDA device, read once (it is on every call's path)."""
+    return torch.cuda.get_device_capability(device)
+
+
 def adaln_forward_kernel(w: torch.Tensor) -> str:
     """Which forward kernel adaln_projection runs for weight ``w``: "wgmma" (sm_90, N % 256 == 0,
     D % 64 == 0, unless RL_KERNEL_OPS_ADALN_WGMMA=0) or "mma"."""
     if os.environ.get("RL_KERNEL_OPS_ADALN_WGMMA", "1") == "0":
         return "mma"
     n, d = w.shape
-    if torch.cuda.get_device_capability(w.device) == (9, 0) and n % WGMMA_N == 0 and d % WGMMA_D == 0:
+    if _capability(w.device) == (9, 0) and n % WGMMA_N == 0 and d % WGMMA_D == 0:
         return "wgmma"
     return "mma"
 
@@ -109,7 +116,7 @@ def adaln_backward_kernel(w: torch.Tensor) -> str:
     if os.environ.get("RL_KERNEL_OPS_ADALN_WGMMA_BWD", "1") == "0":
         return "mma"
     n, d = w.shape
-    if torch.cuda.get_device_capability(w.device) == (9, 0) and d % 128 == 0 and n % (64 * ADALN_SPLITS_DGRAD) == 0:
+    if _capability(w.device) == (9, 0) and d % 128 == 0 and n % (64 * ADALN_SPLITS_DGRAD) == 0:
         return "wgmma"
     return "mma"
 
@@ -121,7 +128,7 @@ class AdalnProjection(torch.autograd.Function):
     def forward(ctx, temb, w, b):
         ops = _ops()
         if adaln_forward_kernel(w) == "wgmma":
-            # RL_KERNEL_OPS_ADALN_WGMMA_VARIANT forces one of the wgmma kernels (1..3, same bits) for
+            # RL_KERNEL_OPS_ADALN_WGMMA_VARIANT forces one of the wgmma kernels (1..4, same bits) for
             # benchmarks; 0 (default) lets the kernel choose by T.
             variant = int(os.environ.get("RL_KERNEL_OPS_ADALN_WGMMA_VARIANT", "0"))
             out, a = ops.adaln_proj_forward_wgmma(temb, w, b, variant)

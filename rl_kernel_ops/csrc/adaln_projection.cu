@@ -42,22 +42,32 @@ std::tuple<at::Tensor, at::Tensor> adaln_forward_impl(const at::Tensor& temb, co
   const int T = temb.size(0), D = temb.size(1), N = w.size(0);
   TORCH_CHECK(w.size(1) == D && b.numel() == N && D % 8 == 0, "adaln_proj_forward: shape mismatch");
   at::Tensor a = at::empty({T, D}, temb.options().dtype(at::kBFloat16));
-  const long long quads = static_cast<long long>(T) * D / 4;
-  if (quads > 0) {
-    silu_to_bf16_kernel<<<ceil_div(quads, 256), 256, 0, stream>>>(
-        temb.data_ptr<float>(), reinterpret_cast<bf16*>(a.data_ptr()), quads);
-    check_launch("silu_to_bf16");
-  }
   at::Tensor out = at::empty({T, N}, a.options());
-  const bf16* a_p = reinterpret_cast<const bf16*>(a.data_ptr());
   const bf16* w_p = reinterpret_cast<const bf16*>(w.data_ptr());
   const bf16* b_p = reinterpret_cast<const bf16*>(b.data_ptr());
+  bf16* a_p = reinterpret_cast<bf16*>(a.data_ptr());
+  bf16* out_p = reinterpret_cast<bf16*>(out.data_ptr());
+  if (wgmma) {
+    TORCH_CHECK(variant >= 0 && variant <= 4, "adaln_proj_forward_wgmma: variant must be 0..4, got ", variant);
+    const bool stream_ok = wgmma_gemm::stream_supported(T, N, D, temb.data_ptr(), w_p);
+    TORCH_CHECK(variant != 4 || stream_ok,
+                "adaln_proj_forward_wgmma: variant 4 (the W-streaming kernel) needs 1..8 rows, "
+                "N % 256 == 0, D % 64 == 0, an sm_90 device and 16-byte aligned tensors");
+    if (variant == 4 || (variant == 0 && stream_ok)) {
+      wgmma_gemm::silu_linear_bias_stream(temb.data_ptr<float>(), a_p, w_p, b_p, out_p, T, N, D, stream);
+      return {out, a};
+    }
+  }
+  const long long quads = static_cast<long long>(T) * D / 4;
+  if (quads > 0) {
+    silu_to_bf16_kernel<<<ceil_div(quads, 256), 256, 0, stream>>>(temb.data_ptr<float>(), a_p, quads);
+    check_launch("silu_to_bf16");
+  }
   if (wgmma) {
     TORCH_CHECK(T > 0 && wgmma_gemm::supported(T, N, D, a_p, w_p),
                 "adaln_proj_forward_wgmma: needs an sm_90 device, N % 256 == 0, D % 64 == 0 and "
                 "16-byte aligned tensors");
-    wgmma_gemm::linear_bias(a_p, w_p, b_p, reinterpret_cast<bf16*>(out.data_ptr()), T, N, D,
-                            static_cast<int>(variant), stream);
+    wgmma_gemm::linear_bias(a_p, w_p, b_p, out_p, T, N, D, static_cast<int>(variant), stream);
   } else {
     mma_gemm_by_rows<true, true, EPI_BF16>(a_p, w_p, out.data_ptr(), b_p, T, N, D, 1, D, D, N,
                                            stream);
@@ -72,7 +82,9 @@ std::tuple<at::Tensor, at::Tensor> adaln_forward(const at::Tensor& temb, const a
 }
 
 // wgmma/TMA forward (sm_90a): the same summation order, so the same bits. `variant` 0 is the
-// default kernel choice; 1..3 force one (gemm_wgmma_bf16.cuh, linear_bias), for benchmarks.
+// default kernel choice: the W-streaming kernel (which computes silu itself) for 1..8 rows, else
+// linear_bias's; 1..3 force one of linear_bias's kernels and 4 the W-streaming kernel
+// (gemm_wgmma_bf16.cuh), for benchmarks.
 std::tuple<at::Tensor, at::Tensor> adaln_forward_wgmma(const at::Tensor& temb, const at::Tensor& w,
                                                        const at::Tensor& b, int64_t variant) {
   return adaln_forward_impl(temb, w, b, true, variant);

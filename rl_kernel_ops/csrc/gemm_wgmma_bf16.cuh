@@ -292,6 +292,154 @@ __global__ void __launch_bounds__(Config<128, STAGES>::THREADS, 1)
 #endif  // sm_90a only
 }
 
+// Few rows (M <= 8): the forward is one pass over W, so the tiles run over W's rows instead. W
+// is wgmma's A operand (64 of its rows per instruction, K-major) and the a rows are its B operand
+// (n = 8; rows past M are zero and are not stored): D^T (64 x 8) += W (64 x 16) * a^T (16 x 8),
+// the same products summed over the same 16-wide k steps in ascending order, one FP32 chain per
+// output from +0.0f, so the same bits as the kernels above. The kernel also computes
+// a = bf16(silu(temb)) (silu_f32, one rounding, as silu_to_bf16_kernel does): every warp but the
+// producer's writes all of it (K / 64 boxes of 8 x 64, 1 KB each, in the 128-byte swizzle TMA
+// would give) into shared memory once per CTA, and CTA 0 writes it to `a_out`, while the producer
+// thread already streams W: the ring carries only W, BR x 64 boxes. One CTA per SM takes
+// a contiguous range of BR-row tiles back to back; each consumer warpgroup owns BR / 64 /
+// CONSUMERS 64-row blocks of a tile and stores them while the next tile loads.
+template <int BR, int STAGES, int CONSUMERS>
+struct StreamConfig {
+  static constexpr int BPC = BR / 64 / CONSUMERS;  // 64-row blocks per consumer warpgroup
+  static constexpr int THREADS = 128 * (CONSUMERS + 1);
+  static constexpr int STAGE = BR * BK * 2;  // one BR x 64 box of W
+  static constexpr int A_BOX = 8 * BK * 2;   // one 8 x 64 box of a: 1 KB
+  static_assert(BPC * CONSUMERS * 64 == BR && BR <= 256, "BR: 64..256, whole blocks per consumer");
+  // the ring, then all of a, then 2 * STAGES mbarriers, plus slack to align to 1024 bytes
+  static int smem(int K) { return STAGES * STAGE + (K / BK) * A_BOX + 2 * STAGES * 8 + 1024; }
+};
+
+template <int BR, int STAGES, int CONSUMERS>
+__global__ void __launch_bounds__(StreamConfig<BR, STAGES, CONSUMERS>::THREADS, 1)
+    wgmma_stream_w_kernel(const float* __restrict__ temb, bf16* __restrict__ a_out,
+                          const __grid_constant__ CUtensorMap map_w, bf16* __restrict__ out,
+                          const bf16* __restrict__ bias, int M, int N, int K) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using C = StreamConfig<BR, STAGES, CONSUMERS>;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* base = reinterpret_cast<unsigned char*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  const int ka = K / BK;
+  unsigned char* sW = base;
+  unsigned char* sA = base + STAGES * C::STAGE;
+  uint64_t* full = reinterpret_cast<uint64_t*>(sA + ka * C::A_BOX);
+  uint64_t* empty = full + STAGES;
+
+  const int tiles = N / BR;
+  const int t_begin = static_cast<int>(static_cast<long long>(tiles) * blockIdx.x / gridDim.x);
+  const int t_end = static_cast<int>(static_cast<long long>(tiles) * (blockIdx.x + 1) / gridDim.x);
+
+  if (threadIdx.x == 0) {
+    tma_prefetch_map(&map_w);
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], CONSUMERS * 4);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (threadIdx.x == 0) {
+    uint32_t it = 0;
+    for (int tile = t_begin; tile < t_end; ++tile) {
+      for (int kt = 0; kt < ka; ++kt, ++it) {
+        const int s = it % STAGES;
+        mbar_wait(&empty[s], ((it / STAGES) & 1) ^ 1);
+        mbar_arrive_expect_tx(&full[s], C::STAGE);
+        tma_load_2d(sW + s * C::STAGE, &map_w, kt * BK, tile * BR, &full[s]);
+      }
+    }
+    return;
+  }
+  if (threadIdx.x < 32) return;
+  // Every other warp writes a into shared memory while the ring fills: 16-byte chunks of 8 k,
+  // chunk i = (row r, k0); it lands in box k0 / 64, row r, at 16-byte slot (k0 % 64) / 8 ^ r (the
+  // 128-byte swizzle). Four chunks' loads are issued before the first is used.
+  {
+    constexpr int U = 4;
+    const int tid = threadIdx.x - 32, workers = C::THREADS - 32, kc = K / 8;
+    for (int i0 = 0; i0 < 8 * kc; i0 += U * workers) {
+      float4 x[U][2];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int i = i0 + u * workers + tid, r = i / kc, k0 = (i % kc) * 8;
+        if (i < 8 * kc && r < M) {
+          x[u][0] = *reinterpret_cast<const float4*>(temb + static_cast<long long>(r) * K + k0);
+          x[u][1] = *reinterpret_cast<const float4*>(temb + static_cast<long long>(r) * K + k0 + 4);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int i = i0 + u * workers + tid, r = i / kc, k0 = (i % kc) * 8;
+        if (i >= 8 * kc) break;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (r < M) {
+          const __nv_bfloat162 p[4] = {__floats2bfloat162_rn(silu_f32(x[u][0].x), silu_f32(x[u][0].y)),
+                                       __floats2bfloat162_rn(silu_f32(x[u][0].z), silu_f32(x[u][0].w)),
+                                       __floats2bfloat162_rn(silu_f32(x[u][1].x), silu_f32(x[u][1].y)),
+                                       __floats2bfloat162_rn(silu_f32(x[u][1].z), silu_f32(x[u][1].w))};
+          v = *reinterpret_cast<const uint4*>(p);
+          if (blockIdx.x == 0) *reinterpret_cast<uint4*>(a_out + static_cast<long long>(r) * K + k0) = v;
+        }
+        *reinterpret_cast<uint4*>(sA + (k0 / BK) * C::A_BOX + r * 128 + ((((k0 % BK) / 8) ^ r) << 4)) = v;
+      }
+    }
+    fence_proxy_async_smem();  // the wgmma (async proxy) reads these stores
+    named_barrier(1, C::THREADS - 32);
+  }
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) return;
+
+  const int c = wg - 1;
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
+  const int g = lane >> 2, q = lane & 3;
+  uint32_t it = 0;
+  float acc[4 * C::BPC];
+  for (int tile = t_begin; tile < t_end; ++tile) {
+    int kt = 0;  // the k slice being issued, within the tile
+    accumulate_tile<STAGES>(
+        acc, full, it, ka,
+        [&](float (&d)[4 * C::BPC], int slot) {
+          const unsigned char* w_rows = sW + slot * C::STAGE + c * C::BPC * 64 * BK * 2;
+          const uint64_t da = desc_k_major_sw128(sA + kt * C::A_BOX);
+#pragma unroll
+          for (int kk = 0; kk < BK / 16; ++kk) {
+#pragma unroll
+            for (int bb = 0; bb < C::BPC; ++bb) {
+              const uint64_t dw = desc_k_major_sw128(w_rows + bb * 64 * BK * 2);
+              wgmma_m64n8k16<0, 0>(*reinterpret_cast<float(*)[4]>(&d[4 * bb]), dw + 2 * kk, da + 2 * kk);
+            }
+          }
+          ++kt;
+        },
+        [&](int slot) {
+          if (lane == 0) mbar_arrive(&empty[slot]);
+        });
+    // acc[4 bb + 2 h + e]: W row (output column) 16 warp + g + 8 h of block bb, a row 2 q + e.
+#pragma unroll
+    for (int bb = 0; bb < C::BPC; ++bb) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int n = tile * BR + (c * C::BPC + bb) * 64 + warp * 16 + g + 8 * h;
+        const float bn = __bfloat162float(bias[n]);
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int row = 2 * q + e;
+          if (row < M)
+            out[static_cast<long long>(row) * N + n] = __float2bfloat16_rn(__fadd_rn(acc[4 * bb + 2 * h + e], bn));
+        }
+      }
+    }
+  }
+#endif  // sm_90a only
+}
+
 // ---- host side ---------------------------------------------------------------------------------
 template <int BM, int STAGES>
 inline void launch(const bf16* A, const bf16* W, const bf16* bias, bf16* out, int M, int N, int K,
@@ -359,6 +507,78 @@ inline void launch_persistent(const bf16* A, const bf16* W, const bf16* bias, bf
   const CUtensorMap map_a = map_2d(A, K, M, BK, 128);
   const CUtensorMap map_w = map_2d(W, K, N, BK, BN / CM);
   C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, map_a, map_w, out, bias, M, N, K));
+}
+
+// The W-streaming kernel's configuration: 256-row tiles (the W box of the kernels above), a
+// 5-deep ring, two consumer warpgroups: the fastest of nine tile / ring / consumer geometries on
+// the H200, which were within 4 % of each other. With silu inside, it reads W at 99 / 97 / 94 %
+// of the copy bandwidth at T = 1 / 3 / 8, against 92 / 94 / 93 % for variant 1 (64 x 256 tiles)
+// after the silu kernel (docs/evidence/h200/check_adaln_smallt.*).
+using Stream = StreamConfig<256, 5, 2>;
+
+// Per-device facts the launchers need on every call, read once: SM count and opt-in shared memory.
+struct DeviceFacts {
+  int sms = 0, smem_optin = 0;
+};
+inline const DeviceFacts& device_facts() {
+  static DeviceFacts facts[64];
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  TORCH_CHECK(device < 64, "wgmma_gemm: device index ", device, " >= 64");
+  DeviceFacts& f = facts[device];
+  if (f.sms == 0) {
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&f.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, device));
+  }
+  return f;
+}
+
+// Whether the W-streaming kernel covers this problem: 1..8 rows, whole 256-row tiles, K a multiple
+// of 64, shared memory (which grows with K: all of a stays resident) within the device's limit, an
+// sm_90 device and 16-byte aligned temb and W.
+inline bool stream_supported(int M, int N, int K, const void* temb, const void* W) {
+  return M >= 1 && M <= 8 && N % 256 == 0 && K % BK == 0 && sm90_aligned({temb, W}) &&
+         Stream::smem(K) <= device_facts().smem_optin;
+}
+
+// The tensor map of W for the streaming kernel, encoded once per weight (pointer and shape) and
+// thread: the encoding is a driver call on the launch path, and the weight is the same call after
+// call. A map holds nothing but the address, shape, strides and box, so a reused address with the
+// same shape gets an identical map.
+inline const CUtensorMap& stream_w_map(const bf16* W, int N, int K) {
+  thread_local struct {
+    const bf16* ptr = nullptr;
+    int device = -1, n = 0, k = 0;
+    CUtensorMap map;
+  } cache;
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  if (cache.ptr != W || cache.device != device || cache.n != N || cache.k != K) {
+    cache.map = map_2d(W, K, N, BK, 256);
+    cache.ptr = W, cache.device = device, cache.n = N, cache.k = K;
+  }
+  return cache.map;
+}
+
+// a (M, K) = bf16(silu(temb)) and out (M, N) = bf16(a @ W^T + bias) in one kernel, for M <= 8
+// (stream_supported).
+inline void silu_linear_bias_stream(const float* temb, bf16* a, const bf16* W, const bf16* bias,
+                                    bf16* out, int M, int N, int K, cudaStream_t stream) {
+  auto kernel = wgmma_stream_w_kernel<256, 5, 2>;
+  static int reserved[64] = {};  // shared memory reserved so far, per device
+  const DeviceFacts& f = device_facts();
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  const int smem = Stream::smem(K);
+  if (reserved[device] < smem) {
+    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    TORCH_CHECK(err == cudaSuccess, "wgmma_gemm: cannot reserve ", smem,
+                " bytes of shared memory: ", cudaGetErrorString(err));
+    reserved[device] = smem;
+  }
+  const int grid = std::min(f.sms, N / 256);
+  kernel<<<grid, Stream::THREADS, smem, stream>>>(temb, a, stream_w_map(W, N, K), out, bias, M, N, K);
+  check_launch("wgmma_stream_w");
 }
 
 // out (M, N) = bf16(A (M, K) @ W (N, K)^T + bias (N)). `variant` picks the kernel (all give the

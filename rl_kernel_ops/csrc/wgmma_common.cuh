@@ -123,9 +123,10 @@ __device__ __forceinline__ void fence_acc(float (&d)[R]) {
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// wgmma_m64n{64,128,192,256}k16<TA, TB>(d, desc_a, desc_b): D (64 x N, FP32, N / 2 registers per
+// wgmma_m64n{8,64,128,192,256}k16<TA, TB>(d, desc_a, desc_b): D (64 x N, FP32, N / 2 registers per
 // thread) += A (64 x 16) * B (16 x N), both from shared memory; TA / TB = 1: that operand is
 // MN-major (transposed), 0: K-major. scale-d is always 1: the chain continues from d.
+#define RLK_WGMMA_REGS_4 "%0,%1,%2,%3"
 #define RLK_WGMMA_REGS_32 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15," \
   "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
 #define RLK_WGMMA_REGS_64 RLK_WGMMA_REGS_32 ",%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47," \
@@ -137,6 +138,7 @@ __device__ __forceinline__ void fence_acc(float (&d)[R]) {
 #define RLK_ACC4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
 #define RLK_ACC32(i) RLK_ACC4(i), RLK_ACC4(i + 4), RLK_ACC4(i + 8), RLK_ACC4(i + 12), \
   RLK_ACC4(i + 16), RLK_ACC4(i + 20), RLK_ACC4(i + 24), RLK_ACC4(i + 28)
+#define RLK_ACC_4 RLK_ACC4(0)
 #define RLK_ACC_32 RLK_ACC32(0)
 #define RLK_ACC_64 RLK_ACC_32, RLK_ACC32(32)
 #define RLK_ACC_96 RLK_ACC_64, RLK_ACC32(64)
@@ -151,6 +153,7 @@ __device__ __forceinline__ void fence_acc(float (&d)[R]) {
                  : RLK_ACC_##R                                                                  \
                  : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TA), "n"(TB));                         \
   }
+RLK_DEFINE_WGMMA(8, 4, 5, 6, 7, 8)
 RLK_DEFINE_WGMMA(64, 32, 33, 34, 35, 36)
 RLK_DEFINE_WGMMA(128, 64, 65, 66, 67, 68)
 RLK_DEFINE_WGMMA(192, 96, 97, 98, 99, 100)
@@ -160,12 +163,14 @@ RLK_DEFINE_WGMMA(256, 128, 129, 130, 131, 132)
 #undef RLK_ACC_96
 #undef RLK_ACC_64
 #undef RLK_ACC_32
+#undef RLK_ACC_4
 #undef RLK_ACC32
 #undef RLK_ACC4
 #undef RLK_WGMMA_REGS_128
 #undef RLK_WGMMA_REGS_96
 #undef RLK_WGMMA_REGS_64
 #undef RLK_WGMMA_REGS_32
+#undef RLK_WGMMA_REGS_4
 
 // One consumer warpgroup's accumulation of one tile: acc = +0.0f, then for each of `nk` >= 1
 // slices in ring order (slot it % STAGES, phase (it / STAGES) & 1): wait until TMA has filled the
@@ -237,11 +242,16 @@ inline CUtensorMap map_2d(const bf16* ptr, int inner, int outer, int box_inner, 
 // Whether this is an sm_90 device (the only one these kernels are built for) and every pointer is
 // 16-byte aligned (TMA).
 inline bool sm90_aligned(std::initializer_list<const void*> ptrs) {
-  int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-  bool ok = major == 9 && minor == 0;
+  static int capability[64] = {};  // 10 * major + minor, per device, read once
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device >= 64) return false;
+  if (capability[device] == 0) {
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    capability[device] = 10 * major + minor;
+  }
+  bool ok = capability[device] == 90;
   for (const void* p : ptrs) ok = ok && reinterpret_cast<uintptr_t>(p) % 16 == 0;
   return ok;
 }

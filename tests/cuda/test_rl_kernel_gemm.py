@@ -157,6 +157,32 @@ def test_adaln_wgmma_forward_bitwise_equal_to_mma(adaln, rows, variant):
     assert bits_equal(out_w, out_m)
 
 
+@pytest.mark.skipif(torch.cuda.get_device_capability() != (9, 0), reason="the wgmma forward is sm_90 only")
+@pytest.mark.parametrize("rows", [1, 2, 3, 5, 8])
+def test_adaln_wgmma_stream_forward_bitwise_equal_to_mma(adaln, rows):
+    """The W-streaming kernel (variant 4, the default for 1..8 rows: W's rows as wgmma's M, the
+    rows of a as its n = 8, silu computed inside the kernel) gives the mma.sync kernels' out and a
+    bit for bit; every row of the 8-row batch equals that row computed alone."""
+    temb = adaln["x"][:rows]
+    w, b = adaln["params"]
+    ops = torch.ops.rl_kernel_ops
+    rl_kernel_ops.adaln_projection(temb[:1], w, b)  # builds and loads the extension
+    out_s, a_s = ops.adaln_proj_forward_wgmma(temb, w, b, 4)
+    out_m, a_m = ops.adaln_proj_forward(temb, w, b)
+    assert bits_equal(a_s, a_m)
+    assert bits_equal(out_s, out_m)
+    batch = ops.adaln_proj_forward_wgmma(adaln["x"][:8], w, b, 4)[0]
+    assert bits_equal(out_s, batch[:rows])
+
+
+@pytest.mark.skipif(torch.cuda.get_device_capability() != (9, 0), reason="the wgmma forward is sm_90 only")
+def test_adaln_wgmma_stream_forward_refuses_9_rows(adaln):
+    w, b = adaln["params"]
+    rl_kernel_ops.adaln_projection(adaln["x"][:1], w, b)
+    with pytest.raises(RuntimeError, match="variant 4"):
+        torch.ops.rl_kernel_ops.adaln_proj_forward_wgmma(adaln["x"][:9], w, b, 4)
+
+
 def _adaln_backward(kind: str, rows: int, adaln, variant: int = 0, needs=(True, True, True)):
     """[d_temb, dw, db] of the raw backward op, "mma" (mma.sync) or "wgmma" (with ``variant``),
     for the first ``rows`` rows of the pool; `a` from the forward op."""

@@ -6,7 +6,10 @@
 #    beside it, in parallel;
 # 2. check_adaln_wgmma_bwd.py: the wgmma backward against mma.sync, bitwise, batch invariance,
 #    and the backward's times;
-# 3. bench_gemm_ops.py for adaln_projection at T = 1, 64, 256, 2048, 8192 against cuBLAS;
+#    check_adaln_smallt.py: the forward's small-T kernels side by side (bits, batch invariance,
+#    times, host launch time);
+# 3. bench_gemm_ops.py for adaln_projection at T = $SIZES (default 1, 64, 256, 2048, 8192) against
+#    cuBLAS;
 # 4. with OLD_TREE: every rl_kernel output and gradient of every op (dump_rl_kernel_bits.py) from
 #    both trees, compared bit for bit;
 # 5. tests/cuda, if every check passed.
@@ -25,16 +28,18 @@ fi
 ( time python3 -c "$build" ) > $OUT/build_$step.log 2>&1; wait
 cuobjdump -sass $RL_KERNEL_OPS_BUILD_DIR/*/rl_kernel_ops_cuda.so | grep -o "HGMMA[.A-Za-z0-9x]*\|UTM[A-Z]*[.A-Z0-9]*" | sort | uniq -c >> $OUT/build_$step.log
 timeout 150 python3 $E/check_adaln_wgmma_bwd.py --json $OUT/check_bwd_$step.json > $OUT/check_bwd_$step.log 2>&1; echo "check rc=$?"
-timeout 110 python3 benchmarks/bench_gemm_ops.py --ops adaln_projection --sizes 1,64,256,2048,8192 --warmup 5 --iters 20 --out $OUT/bench_$step.json > $OUT/bench_$step.log 2>&1
+timeout 120 python3 $E/check_adaln_smallt.py --json $OUT/check_smallt_$step.json > $OUT/check_smallt_$step.log 2>&1; smallt_rc=$?
+timeout 150 python3 benchmarks/bench_gemm_ops.py --ops adaln_projection --sizes ${SIZES:-1,64,256,2048,8192} --warmup 5 --iters 20 --out $OUT/bench_$step.json > $OUT/bench_$step.log 2>&1
 bits_rc=none
 if [ -n "${OLD_TREE:-}" ]; then
   PYTHONPATH=$OLD_TREE:$PYTHONPATH RL_KERNEL_OPS_BUILD_DIR=/tmp/rlk_old timeout 90 python3 $E/dump_rl_kernel_bits.py dump /tmp/bits_old.pt > $OUT/bits_$step.txt 2>&1
   timeout 90 python3 $E/dump_rl_kernel_bits.py dump /tmp/bits_new.pt >> $OUT/bits_$step.txt 2>&1
   python3 $E/dump_rl_kernel_bits.py compare /tmp/bits_old.pt /tmp/bits_new.pt >> $OUT/bits_$step.txt 2>&1; bits_rc=$?
 fi
-if grep -q '"all_checks_pass": true' $OUT/check_bwd_$step.json 2>/dev/null && [ "$bits_rc" != 1 ]; then
+if grep -q '"all_checks_pass": true' $OUT/check_bwd_$step.json 2>/dev/null && [ "$smallt_rc" = 0 ] && [ "$bits_rc" != 1 ]; then
   timeout 220 python3 -m pytest -q -p no:cacheprovider tests/cuda > $OUT/cuda_tests_$step.log 2>&1
 fi
 echo "== SUMMARY"; tail -8 $OUT/build_$step.log; grep -v "^T=" $OUT/check_bwd_$step.log | tail -12
-grep "^T=" $OUT/check_bwd_$step.log | cut -c1-160; tail -12 $OUT/bench_$step.log
+grep "^T=" $OUT/check_bwd_$step.log | cut -c1-160; grep -v "^  v\|^T=" $OUT/check_smallt_$step.log | cut -c1-240
+grep "^T=\|^  v0\|^  wrapper\|^  fn_v1\|^  cublas" $OUT/check_smallt_$step.log; tail -12 $OUT/bench_$step.log
 echo "bits: rc=$bits_rc $(tail -1 $OUT/bits_$step.txt 2>/dev/null)"; tail -4 $OUT/cuda_tests_$step.log 2>/dev/null
