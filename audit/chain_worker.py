@@ -26,7 +26,7 @@ import torch
 from modes import get_mode
 from modes.environment import mode_environment
 
-from reports.schema import ChainReplay, ChainStage
+from reports.chain import ChainReplay, ChainStage
 
 from .assemble import header
 from .candidates import error_text

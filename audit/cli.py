@@ -17,6 +17,7 @@ from rich.table import Table
 
 from modes import MODES, get_mode
 from reports.io import MAX_REPORT_MB
+from reports.kinds import kind_names
 
 from .ops import OPS
 from .terminal import console_for
@@ -305,7 +306,8 @@ def _gate_for(
     baseline: Optional[Path], fail_on: Optional[FailOn], kind: str, ops: list[str], quick: bool = False
 ) -> Gate:
     """Load and check --baseline before any computation: unusable input exits 2."""
-    from reports.diff import DiffInputError, baselined_ops, load_set
+    from reports.diff import baselined_ops
+    from reports.io import ReportError, load_set
 
     chosen = fail_on.value if fail_on else ("regression" if baseline else "none")
     if baseline is None:
@@ -314,7 +316,7 @@ def _gate_for(
         return Gate(None, "", chosen)
     try:
         found = load_set(baseline)
-    except DiffInputError as exc:
+    except ReportError as exc:
         raise typer.BadParameter(str(exc), param_hint="--baseline") from None
     covered = baselined_ops(found, kind, ops, quick)
     if not covered:
@@ -541,12 +543,13 @@ def show(
 ) -> None:
     """Render reports: the verdict table first (one line per candidate and reference, each pair
     once), then the detail tables (bitwise: per case and tensor; prior-art: per mode)."""
+    from reports.kinds import kind_of
     from reports.render import View, print_report, to_markdown
 
     view = View(only_differ=only_differ, candidate=candidate)
     for path in files:
         report = _load_or_exit(path, max_size)
-        if candidate is not None and not _names_candidate(report, candidate):
+        if candidate is not None and candidate not in kind_of(report).candidates(report.root):
             err.print(f"[red]{escape(str(path))}: no candidate {escape(candidate)!r}[/]")
             raise typer.Exit(2)
         if format is Format.table:
@@ -555,15 +558,6 @@ def show(
             typer.echo(to_markdown(report, view))
         else:
             typer.echo(report.model_dump_json(indent=2))
-
-
-def _names_candidate(report, name: str) -> bool:
-    r = report.root
-    if r.kind == "h3_bitwise_reuse":
-        return name in r.results
-    if r.kind == "h3_conditioning_chain_replay":
-        return name in r.candidates.values()
-    return any(name in c for c in r.results.values() if isinstance(c, dict))
 
 
 @app.command()
@@ -580,12 +574,13 @@ def diff(
     a changed count of differing elements a change, and any change on a non-repeatable comparison
     noise. Prior-art: invariant->not invariant is a regression; latency NEW/OLD per size.
     Exit 0: no regression; 1: a regression; 2: unusable input."""
-    from reports.diff import DiffInputError, diff_paths
+    from reports.diff import DiffInputError, diff_sets
+    from reports.io import ReportError, load_set
     from reports.render import diff_sections, draw_markdown, draw_rich
 
     try:
-        found = diff_paths(old, new)
-    except DiffInputError as exc:
+        found = diff_sets(load_set(old), load_set(new), old_name=str(old), new_name=str(new))
+    except (DiffInputError, ReportError) as exc:
         err.print(f"[red]{escape(str(exc))}[/]")
         raise typer.Exit(2)
     if format is Format.table:
@@ -624,14 +619,14 @@ def validate(
 def schema(
     kind: Annotated[
         Optional[str],
-        typer.Option(help="h3_bitwise_reuse, h3_prior_art or h3_conditioning_chain_replay; default: any."),
+        typer.Option(help=f"{', '.join(kind_names())}; default: any."),
     ] = None,
 ) -> None:
     """Print the JSON Schema generated from the report models."""
-    from reports.schema import KINDS, json_schema
+    from reports.kinds import json_schema
 
     if kind is not None:
-        _check_names("kind", [kind], list(KINDS))
+        _check_names("kind", [kind], kind_names())
     typer.echo(json.dumps(json_schema(kind), indent=2))
 
 
