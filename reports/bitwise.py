@@ -32,7 +32,7 @@ from .schema import (
     without_none,
 )
 from .tables import CPU_NOTE, Cell, Section, View, cmp_cell, unavailable_cell, verdict_section, visible
-from .verdict import Status, Verdict, join
+from .verdict import Status, Verdict
 
 STATUSES: dict[str, Status] = {
     "reusable": "ok",
@@ -95,6 +95,10 @@ def candidates(report: BitwiseReport) -> list[str]:
     return list(report.results)
 
 
+def _join(items) -> str:
+    return ", ".join(dict.fromkeys(items))
+
+
 def _decide(cases: dict[str, CaseComparison | Unavailable]) -> tuple[str, str]:
     ordered = sorted(cases.items(), key=lambda kv: int(kv[0]))
     missing = [(c, r.unavailable) for c, r in ordered if isinstance(r, Unavailable)]
@@ -111,21 +115,21 @@ def _decide(cases: dict[str, CaseComparison | Unavailable]) -> tuple[str, str]:
                 noisy[tensor] = max(noisy.get(tensor, 0), c.repeat_differ or 0)
             elif not c.equal:
                 stable.setdefault(tensor, case)
-    gaps = f"; case {join(c for c, _ in missing)} unavailable: {missing[0][1]}" if missing else ""
+    gaps = f"; case {_join(c for c, _ in missing)} unavailable: {missing[0][1]}" if missing else ""
     order = list(dict.fromkeys(t for _, cmp in ran for t in cmp.by_tensor()))
-    firsts = join(f"{t} from case {stable[t]}" for t in order if t in stable)
+    firsts = _join(f"{t} from case {stable[t]}" for t in order if t in stable)
     if any(t.startswith("out") for t in stable):
-        also = f"; not repeatable: {join(t for t in order if t in noisy)}" if noisy else ""
+        also = f"; not repeatable: {_join(t for t in order if t in noisy)}" if noisy else ""
         return "differs", f"{firsts}{also}{gaps}"
     if noisy:
         detail = (
-            f"{join(t for t in order if t in noisy)} not repeatable "
+            f"{_join(t for t in order if t in noisy)} not repeatable "
             f"(up to {max(noisy.values()):,} elements differ between runs)"
         )
         return "nondeterministic", detail + (f"; stable differences: {firsts}" if stable else "") + gaps
     if stable:
         return "forward only", f"output equal in every case; {firsts}{gaps}"
-    equal = f"{join(order)} bitwise equal in cases {join(c for c, _ in ran)}"
+    equal = f"{_join(order)} bitwise equal in cases {_join(c for c, _ in ran)}"
     if missing:
         return "unavailable", f"{equal}{gaps}"
     return "reusable", equal + (" (repeatability not checked)" if unchecked else ", repeatable")

@@ -2,10 +2,11 @@
 ``norm_out`` replayed stage by stage with candidates swapped in, per mode and sequence length; its
 verdicts, tables and diff.
 
-Verdicts, one per mode and length, from the replay's ``drop_in`` and ``first_drift``: ``drop-in``
+Verdicts, one per mode and length, from the replay's ``drop_in`` and first drifts: ``drop-in``
 (every stage's chained output, and every gradient with ``--backward``, bitwise the provider's,
-repeatably), ``forward only`` (the outputs are, some gradient is not), ``drifts`` (some stage's
-output differs stably; the detail names the first) or ``unavailable``.
+repeatably), ``forward only`` (the outputs are, some gradient differs stably), ``drifts`` (some
+stage's output differs stably; the detail names the first), ``nondeterministic`` (nothing differs
+stably, but some comparison is not repeatable) or ``unavailable``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ from .schema import CaseKey, Cmp, Environment, ReportBase, Strict, Unavailable, 
 from .tables import Cell, Section, View, cmp_cell, unavailable_cell, visible
 from .verdict import Status, Verdict
 
-STATUSES: dict[str, Status] = {"drop-in": "ok", "forward only": "partial", "drifts": "bad", "unavailable": "na"}
+STATUSES: dict[str, Status] = {
+    "drop-in": "ok",
+    "forward only": "partial",
+    "drifts": "bad",
+    "nondeterministic": "nd",
+    "unavailable": "na",
+}
 
 
 def drifts(c: Cmp) -> bool:
@@ -166,15 +173,21 @@ def candidates(report: ChainReport) -> list[str]:
 
 
 def _verdict(mode: str, length: str, replay: ChainReplay) -> Verdict:
-    drift = f"first drift {replay.first_drift}, isolated {replay.first_isolated_drift or 'none'}"
-    if not replay.drop_in.forward:
-        return Verdict("candidate chain", None, "drifts", f"length {length}: {drift}", mode)
-    if replay.drop_in.backward is False:
-        return Verdict(
-            "candidate chain", None, "forward only", f"length {length}: gradient drift {replay.first_grad_drift}", mode
+    drop = replay.drop_in
+    if replay.first_drift:
+        verdict, detail = (
+            "drifts",
+            f"first drift {replay.first_drift}, isolated {replay.first_isolated_drift or 'none'}",
         )
-    checked = "outputs and gradients" if replay.drop_in.backward else "outputs"
-    return Verdict("candidate chain", None, "drop-in", f"length {length}: every stage's {checked} bitwise", mode)
+    elif not drop.forward:
+        verdict, detail = "nondeterministic", "some stage's output is not repeatable"
+    elif replay.first_grad_drift:
+        verdict, detail = "forward only", f"gradient drift {replay.first_grad_drift}"
+    elif drop.backward is False:
+        verdict, detail = "nondeterministic", "some gradient is not repeatable"
+    else:
+        verdict, detail = "drop-in", f"every stage's {'outputs and gradients' if drop.backward else 'outputs'} bitwise"
+    return Verdict("candidate chain", None, verdict, f"length {length}: {detail}", mode)
 
 
 def verdicts(report: ChainReport) -> list[Verdict]:

@@ -25,6 +25,7 @@ Key = tuple[str, str, bool]
 
 
 def _op_key(report: Any) -> Key:
+    """(kind, op, quick): the flag is False for a kind without one."""
     return report.kind, report.op, bool(getattr(report, "quick", False))
 
 
@@ -63,8 +64,16 @@ class ReportKind:
     ) -> ReportKind:
         """The kind whose module defines ``verdicts``, ``STATUSES``, ``sections``, ``diff`` and
         ``candidates``."""
-        facets = ("verdicts", "sections", "diff", "candidates")
-        return cls(model=model, statuses=module.STATUSES, key=key, plot=plot, **{f: getattr(module, f) for f in facets})
+        return cls(
+            model=model,
+            verdicts=module.verdicts,
+            statuses=module.STATUSES,
+            sections=module.sections,
+            diff=module.diff,
+            candidates=module.candidates,
+            key=key,
+            plot=plot,
+        )
 
     @property
     def name(self) -> str:

@@ -26,8 +26,3 @@ class Verdict:
 def is_difference(status: Status) -> bool:
     """Whether a verdict of this status is a difference: neither passing nor unavailable."""
     return status not in ("ok", "na")
-
-
-def join(items) -> str:
-    """The items, each once, in order, separated by commas."""
-    return ", ".join(dict.fromkeys(items))

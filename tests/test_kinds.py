@@ -87,7 +87,8 @@ def test_every_chain_replay_has_a_verdict_read_from_drop_in():
     assert len(found) == len(replays)
     for v, (mode, length, replay) in zip(found, replays):
         assert v.mode == mode and v.detail.startswith(f"length {length}")
-        assert (v.verdict == "drifts") == (not replay.drop_in.forward)
+        assert (v.verdict == "drifts") == (replay.first_drift is not None)
+        assert (v.verdict == "drop-in") == (replay.drop_in.forward and replay.drop_in.backward is not False)
 
 
 def test_the_report_union_is_built_from_the_registry():
