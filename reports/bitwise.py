@@ -200,7 +200,7 @@ def diff(old: BitwiseReport, new: BitwiseReport, found: OpDiff) -> None:
     found.disappeared += [f"case {c}" for c in old.cases if c not in new.cases]
     for name in (n for n in new.results if n in old.results):
         o, n = old.results[name], new.results[name]
-        found.changes += availability(name, None, None, old_reason=reason(o), new_reason=reason(n))
+        found.changes += availability(reason(o), reason(n), candidate=name)
     unknown = {"old": False, "new": False}
     for name, ref, new_cases in pairs(new):
         old_cases = _cases_of(old, name, ref)
@@ -208,7 +208,7 @@ def diff(old: BitwiseReport, new: BitwiseReport, found: OpDiff) -> None:
             continue
         for case in (c for c in new_cases if c in old_cases):
             oc, nc = old_cases[case], new_cases[case]
-            found.changes += availability(name, ref, case, old_reason=reason(oc), new_reason=reason(nc))
+            found.changes += availability(reason(oc), reason(nc), candidate=name, reference=ref, case=case)
             if isinstance(oc, Unavailable) or isinstance(nc, Unavailable):
                 continue
             old_t, new_t = oc.by_tensor(), nc.by_tensor()
@@ -216,5 +216,5 @@ def diff(old: BitwiseReport, new: BitwiseReport, found: OpDiff) -> None:
                 a, b = old_t[tensor], new_t[tensor]
                 unknown["old"] |= a.repeatable is None
                 unknown["new"] |= b.repeatable is None
-                found.changes += state_change(name, ref, case, tensor, old=a, new=b)
+                found.changes += state_change(a, b, candidate=name, reference=ref, case=case, tensor=tensor)
     found.unknown_repeatability = [side for side, flag in unknown.items() if flag]  # type: ignore[misc]

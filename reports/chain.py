@@ -327,20 +327,23 @@ def diff(old: ChainReport, new: ChainReport, found: OpDiff) -> None:
     for mode, length in (k for k in new_r if k in old_r):
         o, n = old_r[(mode, length)], new_r[(mode, length)]
         found.changes += availability(
-            "chain",
-            mode,
-            length,
-            old_reason=o if isinstance(o, str) else None,
-            new_reason=n if isinstance(n, str) else None,
+            o if isinstance(o, str) else None,
+            n if isinstance(n, str) else None,
+            candidate="chain",
+            reference=mode,
+            case=length,
         )
         if isinstance(o, str) or isinstance(n, str):
             continue
         old_stages = {s.stage: s for s in o.stages}
         for s in (s for s in n.stages if s.stage in old_stages):
+            was = old_stages[s.stage].candidate
             found.changes += availability(
-                s.stage, mode, length, old_reason=reason(old_stages[s.stage].candidate), new_reason=reason(s.candidate)
+                reason(was), reason(s.candidate), candidate=s.stage, reference=mode, case=length
             )
         old_c = _stage_comparisons(o)
         for (stage, tensor), b in _stage_comparisons(n).items():
             if (stage, tensor) in old_c:
-                found.changes += state_change(stage, mode, length, tensor, old=old_c[(stage, tensor)], new=b)
+                found.changes += state_change(
+                    old_c[(stage, tensor)], b, candidate=stage, reference=mode, case=length, tensor=tensor
+                )

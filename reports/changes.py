@@ -101,7 +101,12 @@ def classify(old: Cmp, new: Cmp) -> ChangeKind | None:
 
 
 def availability(
-    name: str, ref: str | None, case: str | None, *, old_reason: str | None, new_reason: str | None
+    old_reason: str | None,
+    new_reason: str | None,
+    *,
+    candidate: str,
+    reference: str | None = None,
+    case: str | None = None,
 ) -> list[Change]:
     """A regression when something available became unavailable (``new_reason`` says why), an
     improvement for the reverse; nothing when its availability did not change."""
@@ -110,7 +115,7 @@ def availability(
     kind: ChangeKind = "regression" if new_reason is not None else "improvement"
     old = f"unavailable: {old_reason}" if old_reason else "available"
     new = f"unavailable: {new_reason}" if new_reason else "available"
-    return [Change(kind=kind, candidate=name, reference=ref, case=case, old=old, new=new)]
+    return [Change(kind=kind, candidate=candidate, reference=reference, case=case, old=old, new=new)]
 
 
 def reason(entry: object) -> str | None:
@@ -118,11 +123,19 @@ def reason(entry: object) -> str | None:
     return getattr(entry, "unavailable", None)
 
 
-def state_change(name: str, ref: str | None, case: str | None, tensor: str, *, old: Cmp, new: Cmp) -> list[Change]:
+def state_change(old: Cmp, new: Cmp, *, candidate: str, reference: str | None, case: str, tensor: str) -> list[Change]:
     """One comparison's change of state between the reports (``classify``), or none."""
     kind = classify(old, new)
     if kind is None:
         return []
     return [
-        Change(kind=kind, candidate=name, reference=ref, case=case, tensor=tensor, old=_state(old), new=_state(new))
+        Change(
+            kind=kind,
+            candidate=candidate,
+            reference=reference,
+            case=case,
+            tensor=tensor,
+            old=_state(old),
+            new=_state(new),
+        )
     ]

@@ -159,11 +159,13 @@ def diff(old: ParallelReport, new: ParallelReport, found: OpDiff) -> None:
     found.disappeared += [f"candidate {n}" for n in old.results if n not in new.results]
     for name in (n for n in new.results if n in old.results):
         o, n = old.results[name], new.results[name]
-        found.changes += availability(name, None, None, old_reason=reason(o), new_reason=reason(n))
+        found.changes += availability(reason(o), reason(n), candidate=name)
         if isinstance(o, Unavailable) or isinstance(n, Unavailable):
             continue
         for case in (c for c in n.cases if c in o.cases):
             for how in ("native", "fixed_order"):
                 old_t, new_t = getattr(o.cases[case], how).by_tensor(), getattr(n.cases[case], how).by_tensor()
                 for tensor in (t for t in new_t if t in old_t):
-                    found.changes += state_change(name, how, case, tensor, old=old_t[tensor], new=new_t[tensor])
+                    found.changes += state_change(
+                        old_t[tensor], new_t[tensor], candidate=name, reference=how, case=case, tensor=tensor
+                    )

@@ -202,14 +202,14 @@ def diff(old: PriorArtReport, new: PriorArtReport, found: OpDiff) -> None:
     found.disappeared += [f"mode {m}" for m in old.results if m not in new.results]
     for mode in (m for m in new.results if m in old.results):
         om, nm = old.results[mode], new.results[mode]
-        found.changes += availability(f"mode {mode}", mode, None, old_reason=reason(om), new_reason=reason(nm))
+        found.changes += availability(reason(om), reason(nm), candidate=f"mode {mode}", reference=mode)
         if isinstance(om, Unavailable) or isinstance(nm, Unavailable):
             continue
         found.appeared += [f"{n} in mode {mode}" for n in nm if n not in om]
         found.disappeared += [f"{n} in mode {mode}" for n in om if n not in nm]
         for name in (n for n in nm if n in om):
             oc, nc = om[name], nm[name]
-            found.changes += availability(name, mode, None, old_reason=reason(oc), new_reason=reason(nc))
+            found.changes += availability(reason(oc), reason(nc), candidate=name, reference=mode)
             if isinstance(oc, Unavailable) or isinstance(nc, Unavailable):
                 continue
             was, now = oc.batch_invariance.batch_invariant, nc.batch_invariance.batch_invariant
