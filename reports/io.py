@@ -1,22 +1,30 @@
-"""Reading, validating and atomically writing report files."""
+"""Reading, validating and atomically writing report files: every report file the commands read
+goes through ``load_report`` or ``load_set``, bounded and non-blocking."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import stat
+import sys
 import tempfile
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from . import schema
-from .schema import Report
+from .kinds import KINDS, Report, ReportSet, kind_of
 
 # Union-member names pydantic puts into error locations; they are not JSON keys.
 _PYDANTIC_STEP = re.compile(r"^(function-[a-z]+|dict|list|union|tagged-union|nullable|json-or-python)\[")
-_MODEL_NAMES = {name for name, obj in vars(schema).items() if isinstance(obj, type)}
+_MODEL_NAMES = {
+    name
+    for module in (schema, *(sys.modules[k.model.__module__] for k in KINDS.values()))
+    for name, obj in vars(module).items()
+    if isinstance(obj, type) and issubclass(obj, BaseModel)
+}
 MAX_REPORT_MB = 256  # default size limit for reading a report; the commands' --max-size raises it
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
@@ -24,18 +32,18 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 def _is_key(position: int, part: object) -> bool:
     if isinstance(part, int):
         return True
-    if position == 0 and part in schema.KINDS:  # the discriminator's tag
+    if position == 0 and part in KINDS:  # the discriminator's tag
         return False
     return part not in _MODEL_NAMES and not _PYDANTIC_STEP.match(part)
 
 
 class ReportError(ValueError):
-    """A report file that cannot be read or does not match the schema; ``problems`` lists each
-    offending field as (JSON path, message)."""
+    """A report file or set that cannot be read or does not match the schema; ``problems`` lists
+    each offending field as (JSON path, message), the path empty for a problem of the whole set."""
 
     def __init__(self, path: Path, problems: list[tuple[str, str]]):
         self.path, self.problems = path, problems
-        super().__init__(f"{path}: " + "; ".join(f"{where}: {msg}" for where, msg in problems))
+        super().__init__(f"{path}: " + "; ".join(f"{where}: {msg}" if where else msg for where, msg in problems))
 
 
 def json_path(loc: tuple) -> str:
@@ -114,17 +122,60 @@ def _decode(path: Path, raw: bytes) -> object:
     return data
 
 
-def load_report(path: Path, max_mb: float = MAX_REPORT_MB) -> Report:
-    """Read and validate a report of either kind. Anything that is not a valid report, however
-    hostile (a FIFO, a device, a file over ``max_mb`` MiB, nesting too deep, an integer too long,
-    a lone surrogate), raises ReportError; nothing blocks and nothing else is raised."""
+def _read(path: Path, max_mb: float) -> bytes:
+    """``_read_bounded``, with every OSError a ReportError that names what went wrong."""
     try:
-        raw = _read_bounded(Path(path), max_mb)
+        return _read_bounded(path, max_mb)
     except FileNotFoundError:
         raise ReportError(path, [("$", "no such file")]) from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ReportError(path, [("$", "a loop of symbolic links")]) from None
         raise ReportError(path, [("$", f"cannot read: {exc.strerror or exc}")]) from None
-    return parse_report(_decode(Path(path), raw), path)
+
+
+def load_report(path: Path, max_mb: float = MAX_REPORT_MB) -> Report:
+    """Read and validate a report of any kind. Anything that is not a valid report, however
+    hostile (a FIFO, a device, a file over ``max_mb`` MiB, nesting too deep, an integer too long,
+    a lone surrogate, a loop of symbolic links), raises ReportError; nothing blocks and nothing
+    else is raised."""
+    return parse_report(_decode(Path(path), _read(Path(path), max_mb)), path)
+
+
+def _reports_in(directory: Path, max_mb: float) -> list[tuple[Path, Report]]:
+    """The reports among a directory's ``*.json`` files, each read as ``load_report`` reads it;
+    JSON whose ``kind`` is no report kind (benchmark results, ...) is left out."""
+    found = []
+    for path in sorted(directory.glob("*.json")):
+        data = _decode(path, _read(path, max_mb))
+        if isinstance(data, dict) and data.get("kind") in KINDS:
+            found.append((path, parse_report(data, path)))
+    return found
+
+
+def load_set(path: Path, max_mb: float = MAX_REPORT_MB) -> ReportSet:
+    """The reports in a file or a directory (its ``*.json`` files whose ``kind`` is a report kind),
+    keyed by their kind's key, for ``reports.diff``. Every file is read bounded and without
+    blocking; a file that cannot be read or is not JSON, an invalid report, a directory without a
+    report, or two reports with one key raise ReportError."""
+    path = Path(path)
+    try:
+        is_dir = stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError:
+        is_dir = False  # load_report says why
+    if not is_dir:
+        report = load_report(path, max_mb)
+        return {kind_of(report).key(report.root): (path, report)}
+    found: ReportSet = {}
+    for file, report in _reports_in(path, max_mb):
+        key = kind_of(report).key(report.root)
+        if key in found:
+            both = f"{found[key][0].name} and {file.name} are both {key[0]} reports for {key[1]}"
+            raise ReportError(path, [("", f"{both}: give one of them")])
+        found[key] = (file, report)
+    if not found:
+        raise ReportError(path, [("", "no report in this directory")])
+    return found
 
 
 def _umask() -> int:

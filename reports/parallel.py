@@ -6,6 +6,10 @@ candidate unsharded: ``native`` (reduced tensors summed by the backend's all-red
 went through a reduction under the layout; every other tensor was gathered, each element computed
 by one rank. A run that stopped (a rank failed, or the run timed out) keeps its finished cases and
 says why in ``failed``.
+
+Verdicts, one per candidate, over every case (``decide``): ``bitwise``, ``bitwise with the
+fixed-order reduction``, ``gathered bitwise``, ``differs`` or ``unavailable``. Reports are matched
+in a diff by op and layout.
 """
 
 from __future__ import annotations
@@ -14,11 +18,18 @@ from typing import Literal
 
 from pydantic import Field
 
+from .changes import EnvChange, OpDiff, availability, reason, state_change
 from .schema import CaseComparison, CaseKey, Environment, ReportBase, Strict, Unavailable
+from .tables import CPU_NOTE, Cell, Section, View, cmp_cell, verdict_section, visible
+from .verdict import Status, Verdict
 
-ParallelVerdict = Literal[
-    "bitwise", "bitwise with the fixed-order reduction", "gathered bitwise", "differs", "unavailable"
-]
+STATUSES: dict[str, Status] = {
+    "bitwise": "ok",
+    "bitwise with the fixed-order reduction": "partial",
+    "gathered bitwise": "partial",
+    "differs": "bad",
+    "unavailable": "na",
+}
 
 
 class ParallelCase(Strict):
@@ -45,7 +56,7 @@ class ParallelReport(ReportBase):
     results: dict[str, ParallelCandidate | Unavailable]
 
 
-def decide(c: ParallelCandidate) -> tuple[ParallelVerdict, str]:
+def decide(c: ParallelCandidate) -> tuple[str, str]:
     """One candidate's verdict over every case: ``bitwise`` (everything equal with either
     reduction), ``bitwise with the fixed-order reduction`` (only then), ``gathered bitwise`` (the
     gathered tensors equal, some reduced one differs either way), ``differs`` (a gathered tensor
@@ -77,3 +88,84 @@ def decide(c: ParallelCandidate) -> tuple[ParallelVerdict, str]:
         f"gathered tensors equal; reduced {', '.join(dict.fromkeys(differ['fixed_order']))} differ "
         f"with either reduction{stopped}",
     )
+
+
+def key(report: ParallelReport) -> tuple[str, str, bool]:
+    """(kind, "op layout", False): what a report is matched by in a diff."""
+    return report.kind, f"{report.op} {report.layout}", False
+
+
+def candidates(report: ParallelReport) -> list[str]:
+    """Every candidate in the report, available or not."""
+    return list(report.results)
+
+
+def verdicts(report: ParallelReport) -> list[Verdict]:
+    """One verdict per candidate under the report's layout (``decide``)."""
+    out = []
+    for name, c in report.results.items():
+        if isinstance(c, Unavailable):
+            out.append(Verdict(name, None, "unavailable", c.unavailable))
+        else:
+            verdict, detail = decide(c)
+            out.append(
+                Verdict(name, None, verdict, f"{report.layout}, {report.ranks} ranks, {report.backend}: {detail}")
+            )
+    return out
+
+
+def sections(report: ParallelReport, view: View = View()) -> list[Section]:
+    """Verdicts, then per candidate a case x tensor table for each reduction; reduced tensors are
+    marked with a ``Σ``."""
+    env = report.environment
+    head = Section(
+        f"{report.op}: {report.layout} over {report.ranks} ranks ({report.backend}) vs one process",
+        f"{env.gpu or 'CPU'} · torch {env.torch} · CUDA {env.cuda} · cases {', '.join(map(str, report.cases))}"
+        + "".join(f" · {k}={v}" for k, v in report.nccl_environment.items())
+        + (CPU_NOTE if env.gpu is None else ""),
+    )
+    out = [head, verdict_section(verdicts(report), STATUSES, view)]
+    for name, c in report.results.items():
+        if isinstance(c, Unavailable) or not view.keeps(name):
+            continue
+        for how in ("native", "fixed_order"):
+            cases = {k: getattr(v, how) for k, v in c.cases.items()}
+            labels = list(dict.fromkeys(t for case in cases.values() for t in case.by_tensor()))
+            columns = ["case", *(f"{t} Σ" if t in c.reduced else t for t in labels)]
+            section = Section(
+                f"{name}, {how.replace('_', '-')} reduction",
+                c.source + (f" · stopped: {c.failed}" if c.failed else ""),
+                columns,
+            )
+            for case, comparison in sorted(cases.items(), key=lambda kv: int(kv[0])):
+                found = comparison.by_tensor()
+                row = [Cell(case), *(cmp_cell(found[t]) if t in found else Cell("—", "na") for t in labels)]
+                if (shown := visible(row, view)) is not None:
+                    section.rows.append(shown)
+            if section.rows or not view.only_differ:
+                out.append(section)
+    return out
+
+
+def diff(old: ParallelReport, new: ParallelReport, found: OpDiff) -> None:
+    """Per candidate, case, reduction (as ``reference``) and tensor; a changed layout, rank count
+    or backend is an environment difference."""
+    found.environment += [
+        EnvChange(field=f, old=str(getattr(old, f)), new=str(getattr(new, f)))
+        for f in ("layout", "ranks", "backend")
+        if getattr(old, f) != getattr(new, f)
+    ]
+    found.appeared += [f"candidate {n}" for n in new.results if n not in old.results]
+    found.disappeared += [f"candidate {n}" for n in old.results if n not in new.results]
+    for name in (n for n in new.results if n in old.results):
+        o, n = old.results[name], new.results[name]
+        found.changes += availability(reason(o), reason(n), candidate=name)
+        if isinstance(o, Unavailable) or isinstance(n, Unavailable):
+            continue
+        for case in (c for c in n.cases if c in o.cases):
+            for how in ("native", "fixed_order"):
+                old_t, new_t = getattr(o.cases[case], how).by_tensor(), getattr(n.cases[case], how).by_tensor()
+                for tensor in (t for t in new_t if t in old_t):
+                    found.changes += state_change(
+                        old_t[tensor], new_t[tensor], candidate=name, reference=how, case=case, tensor=tensor
+                    )

@@ -21,16 +21,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.cm import ScalarMappable  # noqa: E402
 from matplotlib.colors import LinearSegmentedColormap, LogNorm  # noqa: E402
 
-from .schema import (
-    BitwiseReport,
-    ChainMode,
-    ChainReplay,
-    ChainReport,
-    PriorArtCandidate,
-    PriorArtReport,
-    Report,
-    Unavailable,
-)  # noqa: E402
+from .bitwise import BitwiseReport  # noqa: E402
+from .chain import ChainMode, ChainReplay, ChainReport  # noqa: E402
+from .kinds import Report, kind_of  # noqa: E402
+from .prior_art import PriorArtCandidate  # noqa: E402
+from .schema import Unavailable  # noqa: E402
 
 GREEN, RED, GREY = "#2e7d32", "#c62828", "#9e9e9e"
 
@@ -233,12 +228,10 @@ def plot_chain(report: ChainReport, path: Path) -> None:
     plt.close(fig)
 
 
-PLOTS = {BitwiseReport: plot_bitwise, PriorArtReport: plot_prior_art, ChainReport: plot_chain}
-
-
 def plot_report(report: Report, path: Path) -> None:
-    """Draw a bitwise, prior-art or chain report; other kinds raise TypeError (their tables say it all)."""
-    r = report.root
-    if type(r) not in PLOTS:
-        raise TypeError(f"{r.kind} reports have no plot; audit show draws their tables")
-    PLOTS[type(r)](r, Path(path))
+    """Draw a report with its kind's drawing (``ReportKind.plot``, a function here); a kind
+    without one raises TypeError (its tables say it all)."""
+    drawing = kind_of(report).plot
+    if drawing is None:
+        raise TypeError(f"{report.root.kind} reports have no plot; audit show draws their tables")
+    globals()[drawing](report.root, Path(path))

@@ -1,17 +1,18 @@
-"""The report schema: pydantic models are the single source of truth; ``audit schema`` prints
-the JSON Schema generated from them. They accept the five example reports as they are.
+"""The models every report kind shares: pydantic models are the single source of truth; ``audit
+schema`` prints the JSON Schema generated from them. With the kinds' own models they accept the
+five example reports as they are.
 
-Three kinds: ``h3_bitwise_reuse`` (outputs and gradients compared bitwise with the references, per
-case), ``h3_prior_art`` (batch invariance, accuracy and latency per mode and candidate) and
-``h3_conditioning_chain_replay`` (the block's conditioning chain replayed stage by stage).
-Anything that could not run is ``{"unavailable": "<reason>"}`` at the level where it failed.
+Here: a comparison of one tensor (``Cmp``), of one case (``CaseComparison``), ``Unavailable``, the
+environment, and ``ReportBase``. Each kind's report model is in its own module, and
+``reports.kinds`` lists the kinds. Anything that could not run is ``{"unavailable": "<reason>"}``
+at the level where it failed.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, model_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 CaseKey = Annotated[str, Field(pattern=r"^[0-9]+$")]
 UlpBucket = Annotated[str, Field(pattern=r"^([0-9]+(-[0-9]+)?|>[0-9]+|non-finite)$")]
@@ -108,26 +109,6 @@ def reference_of(key: str) -> str | None:
     return ref if ref and ref != key else None
 
 
-class BitwiseCandidate(BaseModel):
-    """``source`` (what ran, with versions) and one ``"vs REF"`` entry per reference: case -> result."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
-    __pydantic_extra__: dict[str, dict[CaseKey, CaseResult]]
-
-    source: str
-
-    @model_validator(mode="after")
-    def _vs_keys(self) -> "BitwiseCandidate":
-        for key in self.__pydantic_extra__ or {}:
-            if reference_of(key) is None:
-                raise ValueError(f"unexpected key {key!r}: comparisons are named 'vs <reference>'")
-        return self
-
-    def comparisons(self) -> dict[str, dict[CaseKey, CaseResult]]:
-        """Reference name -> case -> result, for every ``"vs REF"`` entry."""
-        return {reference_of(k): cases for k, cases in (self.__pydantic_extra__ or {}).items()}
-
-
 class ModeInterpreter(Strict):
     """The interpreter a mode's process ran in, as its worker reported it; ``environment`` is the
     name from audit.toml / ``--env`` (null: the audit's own). ``inputs_sha256_as_plain`` (bitwise
@@ -172,242 +153,8 @@ class Environment(Strict):
         return data
 
 
-class PriorArtEnvironment(Environment):
-    megatron_source_commit: str | None
-
-
 class ReportBase(Strict):
     rfc: str
     op: str
     rl_kernel_commit: str
     tracked_tree_dirty: bool | Literal["unknown"]
-
-
-class BitwiseReport(ReportBase):
-    kind: Literal["h3_bitwise_reuse"]
-    environment: Environment
-    cases: list[int]
-    inputs_sha256: dict[CaseKey, str] | None = None
-    results: dict[str, BitwiseCandidate | Unavailable]
-
-    @model_serializer(mode="wrap")
-    def _drop_absent_fingerprints(self, handler):
-        return without_none(handler(self), "inputs_sha256")
-
-
-class RowsDiffer(Strict):
-    rows: int = Field(ge=0)
-    fwd_differ: int = Field(ge=0)
-    rowgrad_differ: int = Field(ge=0)
-
-
-class SubBatches(Strict):
-    full_batch: Count
-    sub_batch_sizes: list[int]
-    sub_batches: Count
-    fwd_differ: int = Field(ge=0)
-    rowgrad_differ: int = Field(ge=0)
-
-
-class SweepFailure(Strict):
-    seed: int
-    batch: int
-    position: int
-    row: int
-
-
-class BatchSizeSweep(Strict):
-    batch_sizes: list[int]
-    probe_rows: list[int]
-    comparisons: Count
-    differ: int = Field(ge=0)
-    first_failures: list[SweepFailure] = Field(max_length=8)
-
-
-class BatchInvariance(Strict):
-    all_rows: dict[CaseKey, RowsDiffer]
-    params_repeatable: bool
-    full_vs_sub_batches: SubBatches
-    batch_size_sweep: BatchSizeSweep
-    batch_invariant: bool
-
-
-class Accuracy(Strict):
-    fwd_rel_err: float
-    grad_rel_err: dict[str, float]
-    fwd_us: float
-    fwd_bwd_us: float
-
-
-class PriorArtCandidate(Strict):
-    source: str
-    has_backward: bool
-    batch_invariance: BatchInvariance
-    accuracy_latency: dict[CaseKey, Accuracy]
-
-
-class PriorArtReport(ReportBase):
-    kind: Literal["h3_prior_art"]
-    environment: PriorArtEnvironment
-    quick: bool
-    results: dict[str, dict[str, PriorArtCandidate | Unavailable] | Unavailable]
-
-
-def drifts(c: Cmp) -> bool:
-    """A stable difference: the bits differ and the difference is not known to be nondeterminism."""
-    return not c.equal and c.repeatable is not False
-
-
-def settled_equal(c: Cmp) -> bool:
-    """The bits are equal and nothing says they change from run to run."""
-    return c.equal and c.repeatable is not False
-
-
-class ChainCandidate(Strict):
-    """What served a stage in the candidate chains: ``name`` (``provider``: diffusers' own code) and
-    ``source`` (what ran, with versions)."""
-
-    name: str
-    source: str
-
-
-class ChainStage(Strict):
-    """One stage of the replay. ``chained_vs_provider``: the candidate fed the candidates' earlier
-    outputs against diffusers fed its own; ``isolated_vs_provider``: the candidate fed diffusers'
-    earlier outputs against diffusers. Each side ran twice, so ``repeatable`` is always present.
-    ``*_vs_golden``: max|x - g| / max|g| against the same chain in FP64 (null when the FP64 chain
-    could not run; the replay says why in ``golden_unavailable``). ``grads`` (with
-    ``--backward``): the gradient of every chain value the stage reads (its total over all readers)
-    and of the parameters it owns, candidate chain against the provider's."""
-
-    stage: str
-    ops: list[str]
-    candidate: ChainCandidate | Unavailable
-    chained_vs_provider: Cmp
-    isolated_vs_provider: Cmp
-    chained_vs_golden: float | None = Field(ge=0)
-    provider_vs_golden: float | None = Field(ge=0)
-    grads: dict[str, Cmp] | None = None
-
-    @model_serializer(mode="wrap")
-    def _drop_absent_grads(self, handler):
-        return without_none(handler(self), "grads")
-
-
-class DropIn(Strict):
-    """``forward``: every stage's output, chained, is bitwise the provider's, repeatably;
-    ``backward``: so is every compared gradient (null without ``--backward``)."""
-
-    forward: bool
-    backward: bool | None
-
-
-class ChainReplay(Strict):
-    """One sequence length under one mode. ``first_drift`` / ``first_isolated_drift``: the first stage
-    (forward order) whose chained / isolated output differs stably from the provider's;
-    ``first_grad_drift``: the first stage in the gradient's order (``norm_out`` back to
-    ``time_proj``) with a stably differing gradient. Differences that are not repeatable never count
-    as drift. ``wall_s``: the whole replay of this length; ``chained_s``: one candidate-chain pass
-    (forward, and backward with ``--backward``)."""
-
-    wall_s: float = Field(ge=0)
-    chained_s: float = Field(ge=0)
-    stages: list[ChainStage]
-    first_drift: str | None
-    first_isolated_drift: str | None
-    first_grad_drift: str | None
-    drop_in: DropIn
-    golden_unavailable: str | None = None
-
-    @model_serializer(mode="wrap")
-    def _drop_absent_golden_reason(self, handler):
-        return without_none(handler(self), "golden_unavailable")
-
-    @staticmethod
-    def summary(stages: list[ChainStage]) -> dict:
-        """The summary fields, derived from the stages."""
-
-        def first(found):
-            return next((s.stage for s in found), None)
-
-        backward = all(s.grads is not None for s in stages)
-        grads = [c for s in stages for c in (s.grads or {}).values()]
-        return {
-            "first_drift": first(s for s in stages if drifts(s.chained_vs_provider)),
-            "first_isolated_drift": first(s for s in stages if drifts(s.isolated_vs_provider)),
-            "first_grad_drift": first(s for s in reversed(stages) if any(map(drifts, (s.grads or {}).values()))),
-            "drop_in": {
-                "forward": all(settled_equal(s.chained_vs_provider) for s in stages),
-                "backward": all(map(settled_equal, grads)) if backward else None,
-            },
-        }
-
-    @model_validator(mode="after")
-    def _summary_follows_stages(self) -> "ChainReplay":
-        if len({s.grads is None for s in self.stages}) > 1:
-            raise ValueError("either every stage has grads (--backward) or none has")
-        missing = {s.chained_vs_golden is None or s.provider_vs_golden is None for s in self.stages}
-        if missing and missing != {self.golden_unavailable is not None}:
-            raise ValueError("the errors against FP64 are null exactly when golden_unavailable says why")
-        expected = self.summary(self.stages)
-        for key, value in expected.items():
-            got = getattr(self, key)
-            if (got.model_dump() if isinstance(got, DropIn) else got) != value:
-                raise ValueError(f"{key} is {got!r}, but the stages give {value!r}")
-        return self
-
-
-class ChainMode(Strict):
-    """One mode's process: what it switched on, and each length's replay (or why it could not run)."""
-
-    description: str | None
-    lengths: dict[CaseKey, ChainReplay | Unavailable]
-
-
-class ChainBlock(Strict):
-    hidden: int = Field(ge=1)
-    heads: int = Field(ge=1)
-    head_dim: int = Field(ge=1)
-    ffn: int = Field(ge=1)
-    freq: int = Field(ge=1)
-    time_hidden: int = Field(ge=1)
-    time_embed: int = Field(ge=1)
-    eps: float
-
-
-class ChainReport(ReportBase):
-    """``h3_conditioning_chain_replay``: diffusers' MiniMax-H3 timestep path, one block and
-    ``norm_out`` replayed stage by stage with candidates swapped in (``candidates``: stage -> the
-    name asked for), per mode and sequence length."""
-
-    kind: Literal["h3_conditioning_chain_replay"]
-    environment: Environment
-    block: ChainBlock
-    lengths: list[int]
-    backward: bool
-    repeats: int = Field(ge=2)
-    candidates: dict[str, str]
-    inputs_sha256: dict[CaseKey, str]
-    results: dict[str, ChainMode | Unavailable]
-
-
-from .parallel import ParallelReport  # noqa: E402  (its models build on the ones above)
-
-
-class Report(
-    RootModel[Annotated[BitwiseReport | PriorArtReport | ChainReport | ParallelReport, Field(discriminator="kind")]]
-):
-    """Any report kind, told apart by ``kind``."""
-
-
-KINDS: dict[str, type[BaseModel]] = {
-    "h3_bitwise_reuse": BitwiseReport,
-    "h3_prior_art": PriorArtReport,
-    "h3_conditioning_chain_replay": ChainReport,
-    "h3_parallel": ParallelReport,
-}
-
-
-def json_schema(kind: str | None = None) -> dict[str, Any]:
-    """JSON Schema of one report kind, or of any kind when ``kind`` is None."""
-    return (KINDS[kind] if kind else Report).model_json_schema()

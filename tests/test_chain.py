@@ -17,7 +17,7 @@ from audit.core import candidates, chain
 from audit.core.compare import count_differ
 from modes import MODES
 from reports.io import load_report
-from reports.schema import ChainReplay, ChainStage
+from reports.chain import ChainReplay, ChainStage
 
 PLANTED = {"AUDIT_PLUGINS": "tests.plugins.chain_planted,tests.plugins.flaky"}
 SMALL = chain.BlockConfig(hidden=256, heads=2, ffn=128, time_hidden=512, time_embed=256)

@@ -9,8 +9,9 @@ from typer.testing import CliRunner
 
 from audit.cli import app
 from conftest import SEEDS, load
-from reports.diff import classify, diff_paths, gate, load_set
-from reports.io import load_report, parse_report
+from reports.changes import classify
+from reports.diff import diff_sets, gate
+from reports.io import load_report, load_set, parse_report
 from reports.schema import Cmp
 
 H200 = Path(__file__).resolve().parent.parent / "docs" / "evidence" / "h200"
@@ -99,7 +100,7 @@ def test_directories_are_matched_by_op_and_other_json_is_left_out(tmp_path):
         (old / p.name).write_text(p.read_text())
     (new / "bench.json").write_text(json.dumps({"benchmark": "x"}))
     (new / "gate.json").write_text(_seed("h3_bitwise_reuse.gate_residual.json").read_text())
-    d = diff_paths(old, new)
+    d = diff_sets(load_set(old), load_set(new))
     assert [o.op for o in d.ops] == ["gate_residual"] and len(d.only_old) == 4 and not d.only_new
 
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from audit.cli import app
 from conftest import SEEDS, load
-from reports.io import ReportError, load_report, parse_report
+from reports.io import ReportError, load_report, load_set, parse_report
 
 REPO = Path(__file__).resolve().parent.parent
 GATE = next(p for p in SEEDS if p.name == "h3_bitwise_reuse.gate_residual.json")
@@ -147,3 +147,47 @@ def test_a_report_with_200k_comparisons_shows_in_seconds(tmp_path):
     assert done.exit_code == 0, done.output[-2000:]
     assert time.monotonic() - start < 60
     assert "49,000 more rows not shown (49,000 of them differ or are unavailable)" in done.stdout
+
+
+def _dir_with(tmp: Path, name: str) -> tuple[Path, str]:
+    """A directory holding a real report and one hostile ``*.json``; the words its error names."""
+    folder = tmp / name
+    folder.mkdir()
+    (folder / GATE.name).write_text(GATE.read_text())
+    hostile = folder / "x.json"
+    if name == "fifo":
+        os.mkfifo(hostile)
+        return folder, "x.json: $: not a regular file (a FIFO)"
+    if name == "dev_zero":
+        hostile.symlink_to("/dev/zero")
+        return folder, "x.json: $: not a regular file (a device or special file)"
+    if name == "deep":
+        hostile.write_text("[" * 100_000 + "]" * 100_000)
+        return folder, "x.json: $: not JSON: nested too deeply"
+    (folder / "y.json").symlink_to(hostile)
+    hostile.symlink_to(folder / "y.json")
+    return folder, "a loop of symbolic links"
+
+
+@pytest.mark.parametrize("name", ["fifo", "dev_zero", "deep", "loop"])
+def test_a_hostile_file_in_a_directory_is_one_line_and_status_2_at_once(tmp_path, name):
+    """``diff DIR`` and ``run --baseline DIR`` read each file as ``show`` does: never blocking."""
+    folder, words = _dir_with(tmp_path, name)
+    done = audit("diff", str(folder), str(GATE), timeout=30)  # a subprocess: a blocking read fails the test
+    assert done.returncode == 2 and words in one_line(done.stderr)
+    done = audit("run", "--op", "gate_residual", "--case", "1", "--baseline", str(folder), timeout=30)
+    assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr
+    started = time.monotonic()
+    with pytest.raises(ReportError) as raised:
+        load_set(folder)
+    assert words in str(raised.value) and time.monotonic() - started < 2
+
+
+def test_a_symlink_loop_given_as_the_set_says_it_is_a_loop_and_an_empty_directory_holds_no_report(tmp_path):
+    (tmp_path / "a.json").symlink_to(tmp_path / "b.json")
+    (tmp_path / "b.json").symlink_to(tmp_path / "a.json")
+    with pytest.raises(ReportError, match="a loop of symbolic links"):
+        load_set(tmp_path / "a.json")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ReportError, match="no report in this directory"):
+        load_set(tmp_path / "empty")

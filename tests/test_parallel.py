@@ -9,7 +9,7 @@ from audit.cli import app
 from audit.core.layouts import LAYOUTS
 from audit.core.ops import OPS
 from reports.io import load_report
-from reports.verdict import verdicts
+from reports.parallel import verdicts
 from test_runner import audit
 
 runner = CliRunner()
@@ -43,7 +43,7 @@ def test_sp_rows_on_a_row_op_gathers_rows_bitwise_and_sums_the_table_gradient(tm
         # with one row per rank, the first rows hit distinct table rows: each gate-gradient row is one
         # rank's partial plus exact zeros, so the sum must be the single-process bits
         assert entry.cases["2"].fixed_order.grads["gate"].equal
-    assert {v.candidate: v.verdict for v in verdicts(load_report(out))}.keys() >= {"diffusers", "rl_kernel"}
+    assert {v.candidate: v.verdict for v in verdicts(load_report(out).root)}.keys() >= {"diffusers", "rl_kernel"}
 
 
 def test_tp_column_keeps_the_output_and_the_split_parameters_bitwise(tmp_path):
@@ -66,7 +66,7 @@ def test_tp_column_keeps_the_output_and_the_split_parameters_bitwise(tmp_path):
             found = getattr(both, how).by_tensor()
             # column-parallel keeps every output element's and every split weight row's term order
             assert found["out"].equal and found["dw2"].equal and found["db2"].equal
-    [v] = [v for v in verdicts(load_report(out)) if v.candidate == "diffusers"]
+    [v] = [v for v in verdicts(load_report(out).root) if v.candidate == "diffusers"]
     assert v.verdict in ("bitwise", "bitwise with the fixed-order reduction", "gathered bitwise")
     assert json.loads(out.read_text())["nccl_environment"] == {}
 

@@ -3,7 +3,7 @@
 from test_runner import audit
 
 from reports.io import load_report
-from reports.verdict import bitwise_verdicts
+from reports.bitwise import verdicts as bitwise_verdicts
 
 FLAKY = {"AUDIT_PLUGINS": "tests.plugins.flaky"}
 

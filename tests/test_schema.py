@@ -7,7 +7,7 @@ from pydantic import BaseModel
 
 from conftest import SEEDS, load
 from reports.io import ReportError, load_report, parse_report, write_report
-from reports.schema import KINDS, json_schema
+from reports.kinds import KINDS, json_schema
 
 
 def test_five_example_reports_are_fixtures():
@@ -110,7 +110,7 @@ def test_json_schema_has_every_field_and_every_required_field_of_every_model(kin
     if kind:
         defs[schema["title"]] = schema
     models: dict[str, type[BaseModel]] = {}
-    for top in [KINDS[kind]] if kind else KINDS.values():
+    for top in [KINDS[kind].model] if kind else [k.model for k in KINDS.values()]:
         _models_in(top, models)
     assert set(defs) == set(models)
     for name, model in models.items():
@@ -118,4 +118,4 @@ def test_json_schema_has_every_field_and_every_required_field_of_every_model(kin
         required = {n for n, f in model.model_fields.items() if f.is_required()}
         assert set(defs[name].get("required", [])) == required, name
     if kind is None:
-        assert {r["$ref"].rsplit("/", 1)[1] for r in schema["oneOf"]} == {m.__name__ for m in KINDS.values()}
+        assert {r["$ref"].rsplit("/", 1)[1] for r in schema["oneOf"]} == {k.model.__name__ for k in KINDS.values()}

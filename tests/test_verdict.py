@@ -7,7 +7,9 @@ import pytest
 
 from conftest import SEEDS, load
 from reports.io import load_report, parse_report
-from reports.verdict import any_difference, bitwise_verdicts, prior_art_verdicts, verdicts
+from reports.bitwise import verdicts as bitwise_verdicts
+from reports.kinds import kind_of
+from reports.prior_art import verdicts as prior_art_verdicts
 
 
 def _by_pair(report):
@@ -65,7 +67,7 @@ def test_prior_art_example_by_hand():
 @pytest.mark.parametrize("path", SEEDS, ids=lambda p: p.name)
 def test_every_pair_once_and_reusable_exactly_when_all_equal(path):
     report = load_report(path)
-    found = verdicts(report)
+    found = kind_of(report).verdicts(report.root)
     if report.root.kind == "h3_prior_art":
         for v in found:
             if v.verdict != "unavailable":
@@ -96,7 +98,7 @@ def test_all_equal_is_reusable_and_repeatability_is_stated():
     report = _gate_residual_with(lambda vs: [_equal(c["grads"]["gate"]) for c in vs.values()])
     [v] = bitwise_verdicts(report.root)
     assert v.verdict == "reusable" and "repeatability not checked" in v.detail
-    assert not any_difference(report)
+    assert not kind_of(report).any_difference(report.root)
 
 
 def test_a_non_repeatable_gradient_makes_the_verdict_nondeterministic():
@@ -115,7 +117,8 @@ def test_a_stable_output_difference_is_differs_with_the_smallest_case():
 
     [v] = bitwise_verdicts(_gate_residual_with(mutate).root)
     assert v.verdict == "differs" and v.detail.startswith("out from case 4097, dgate from case 257")
-    assert any_difference(_gate_residual_with(mutate))
+    differs = _gate_residual_with(mutate)
+    assert kind_of(differs).any_difference(differs.root)
 
 
 def test_a_missing_case_keeps_an_otherwise_equal_candidate_from_being_reusable():

@@ -14,6 +14,7 @@ from audit.cli import checks
 from audit.cli.app import app, console, err
 from audit.cli.options import Format, FormatOpt, MaxSizeOpt
 from reports.io import MAX_REPORT_MB
+from reports.kinds import kind_names
 
 PLOT_INSTALL = "pip install '.[plot]'"
 
@@ -73,12 +74,13 @@ def show(
 ) -> None:
     """Render reports: the verdict table first (one line per candidate and reference, each pair
     once), then the detail tables (bitwise: per case and tensor; prior-art: per mode)."""
+    from reports.kinds import kind_of
     from reports.render import View, print_report, to_markdown
 
     view = View(only_differ=only_differ, candidate=candidate)
     for path in files:
         report = _load_or_exit(path, max_size)
-        if candidate is not None and not _names_candidate(report, candidate):
+        if candidate is not None and candidate not in kind_of(report).candidates(report.root):
             err.print(f"[red]{escape(str(path))}: no candidate {escape(candidate)!r}[/]")
             raise typer.Exit(2)
         if format is Format.table:
@@ -87,15 +89,6 @@ def show(
             typer.echo(to_markdown(report, view))
         else:
             typer.echo(report.model_dump_json(indent=2))
-
-
-def _names_candidate(report, name: str) -> bool:
-    r = report.root
-    if r.kind == "h3_bitwise_reuse":
-        return name in r.results
-    if r.kind == "h3_conditioning_chain_replay":
-        return name in r.candidates.values()
-    return any(name in c for c in r.results.values() if isinstance(c, dict))
 
 
 @app.command()
@@ -110,12 +103,13 @@ def diff(
     a changed count of differing elements a change, and any change on a non-repeatable comparison
     noise. Prior-art: invariant->not invariant is a regression; latency NEW/OLD per size.
     Exit 0: no regression; 1: a regression; 2: unusable input."""
-    from reports.diff import DiffInputError, diff_paths
+    from reports.diff import DiffInputError, diff_sets
+    from reports.io import ReportError, load_set
     from reports.render import diff_sections, draw_markdown, draw_rich
 
     try:
-        found = diff_paths(old, new)
-    except DiffInputError as exc:
+        found = diff_sets(load_set(old), load_set(new), old_name=str(old), new_name=str(new))
+    except (DiffInputError, ReportError) as exc:
         err.print(f"[red]{escape(str(exc))}[/]")
         raise typer.Exit(2)
     if format is Format.table:
@@ -154,12 +148,12 @@ def validate(
 def schema(
     kind: Annotated[
         Optional[str],
-        typer.Option(help="h3_bitwise_reuse, h3_prior_art or h3_conditioning_chain_replay; default: any."),
+        typer.Option(help=f"{', '.join(kind_names())}; default: any."),
     ] = None,
 ) -> None:
     """Print the JSON Schema generated from the report models."""
-    from reports.schema import KINDS, json_schema
+    from reports.kinds import json_schema
 
     if kind is not None:
-        checks.check_names("kind", [kind], list(KINDS))
+        checks.check_names("kind", [kind], kind_names())
     typer.echo(json.dumps(json_schema(kind), indent=2))

@@ -77,7 +77,8 @@ def gate_for(
     baseline: Optional[Path], fail_on: Optional[FailOn], *, kind: str, names: list[str], quick: bool = False
 ) -> Gate:
     """Load and check --baseline before any computation: unusable input exits 2."""
-    from reports.diff import DiffInputError, baselined_ops, load_set
+    from reports.diff import baselined_ops
+    from reports.io import ReportError, load_set
 
     chosen = fail_on.value if fail_on else ("regression" if baseline else "none")
     if baseline is None:
@@ -86,7 +87,7 @@ def gate_for(
         return Gate(None, "", chosen)
     try:
         found = load_set(baseline)
-    except DiffInputError as exc:
+    except ReportError as exc:
         raise typer.BadParameter(str(exc), param_hint="--baseline") from None
     covered = baselined_ops(found, kind, names, quick)
     if not covered:

@@ -594,7 +594,7 @@ def replay_length(
     """One sequence: the provider, candidate (chained) and isolated replays, each run REPEATS
     times, and the golden one (provider stages in FP64, inside ``golden_context``: the mode
     switched off where it can be), compared stage by stage. Returns the report's per-length entry
-    (without its summary fields, which ``reports.schema`` derives from the stages)."""
+    (without its summary fields, which ``reports.chain`` derives from the stages)."""
     began = time.perf_counter()
     start = {"timestep": inputs.timestep.to(device), "h0": inputs.hidden.to(device)}
     grad_out = inputs.grad_out.to(device) if backward else None

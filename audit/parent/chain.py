@@ -19,7 +19,7 @@ from audit.parent import launch
 from audit.parent.assemble import header
 from audit.parent.interpreters import Environments, worker_setup
 from audit.parent.provenance import collect
-from reports.schema import ChainReplay, ChainStage
+from reports.chain import ChainReplay, ChainStage
 
 KIND = "h3_conditioning_chain_replay"
 OP = "conditioning_chain"  # the report's op: the whole chain

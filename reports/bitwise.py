@@ -1,0 +1,220 @@
+"""The ``h3_bitwise_reuse`` report: each candidate's outputs and gradients compared bitwise with
+each reference, per case; its verdicts, tables and diff.
+
+Verdicts, one per candidate and reference, each pair once (A vs B, not also B vs A), decided over
+every case:
+- ``reusable``: the output and every gradient bitwise equal in every case, and repeatable (or
+  repeatability not checked, which the detail says);
+- ``forward only``: the output equal everywhere, some gradient stably different;
+- ``differs``: the output stably different in some case (the detail names every differing tensor
+  and the smallest case where it first differs);
+- ``nondeterministic``: some comparison is not repeatable, so its differences are not a stable
+  property of the kernel (the detail names those tensors);
+- ``unavailable``: the candidate did not run, or some case did not and no difference was found in
+  the others (the detail gives the reason).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, model_serializer, model_validator
+
+from .changes import OpDiff, availability, reason, state_change
+from .schema import (
+    CaseComparison,
+    CaseKey,
+    CaseResult,
+    Environment,
+    ReportBase,
+    Unavailable,
+    reference_of,
+    without_none,
+)
+from .tables import CPU_NOTE, Cell, Section, View, cmp_cell, unavailable_cell, verdict_section, visible
+from .verdict import Status, Verdict
+
+STATUSES: dict[str, Status] = {
+    "reusable": "ok",
+    "forward only": "partial",
+    "differs": "bad",
+    "nondeterministic": "nd",
+    "unavailable": "na",
+}
+
+
+class BitwiseCandidate(BaseModel):
+    """``source`` (what ran, with versions) and one ``"vs REF"`` entry per reference: case -> result."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    __pydantic_extra__: dict[str, dict[CaseKey, CaseResult]]
+
+    source: str
+
+    @model_validator(mode="after")
+    def _vs_keys(self) -> "BitwiseCandidate":
+        for key in self.__pydantic_extra__ or {}:
+            if reference_of(key) is None:
+                raise ValueError(f"unexpected key {key!r}: comparisons are named 'vs <reference>'")
+        return self
+
+    def comparisons(self) -> dict[str, dict[CaseKey, CaseResult]]:
+        """Reference name -> case -> result, for every ``"vs REF"`` entry."""
+        return {reference_of(k): cases for k, cases in (self.__pydantic_extra__ or {}).items()}
+
+
+class BitwiseReport(ReportBase):
+    kind: Literal["h3_bitwise_reuse"]
+    environment: Environment
+    cases: list[int]
+    inputs_sha256: dict[CaseKey, str] | None = None
+    results: dict[str, BitwiseCandidate | Unavailable]
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_fingerprints(self, handler):
+        return without_none(handler(self), "inputs_sha256")
+
+
+def pairs(report: BitwiseReport) -> list[tuple[str, str, dict[str, CaseComparison | Unavailable]]]:
+    """(candidate, reference, cases) for every comparison in the report, each unordered pair once."""
+    seen: set[frozenset[str]] = set()
+    out = []
+    for name, result in report.results.items():
+        if isinstance(result, Unavailable):
+            continue
+        for ref, cases in result.comparisons().items():
+            if frozenset((name, ref)) in seen:
+                continue
+            seen.add(frozenset((name, ref)))
+            out.append((name, ref, cases))
+    return out
+
+
+def candidates(report: BitwiseReport) -> list[str]:
+    """Every candidate in the report, available or not."""
+    return list(report.results)
+
+
+def _join(items) -> str:
+    return ", ".join(dict.fromkeys(items))
+
+
+def _decide(cases: dict[str, CaseComparison | Unavailable]) -> tuple[str, str]:
+    ordered = sorted(cases.items(), key=lambda kv: int(kv[0]))
+    missing = [(c, r.unavailable) for c, r in ordered if isinstance(r, Unavailable)]
+    ran = [(c, r) for c, r in ordered if isinstance(r, CaseComparison)]
+    if not ran:
+        return "unavailable", f"no case ran: {missing[0][1]}" if missing else "no case ran"
+    stable: dict[str, str] = {}  # tensor -> first case where it differs repeatably (or not checked)
+    noisy: dict[str, int] = {}  # tensor -> most elements differing between runs
+    unchecked = False
+    for case, cmp in ran:
+        for tensor, c in cmp.by_tensor().items():
+            unchecked |= c.repeatable is None
+            if c.repeatable is False:
+                noisy[tensor] = max(noisy.get(tensor, 0), c.repeat_differ or 0)
+            elif not c.equal:
+                stable.setdefault(tensor, case)
+    gaps = f"; case {_join(c for c, _ in missing)} unavailable: {missing[0][1]}" if missing else ""
+    order = list(dict.fromkeys(t for _, cmp in ran for t in cmp.by_tensor()))
+    firsts = _join(f"{t} from case {stable[t]}" for t in order if t in stable)
+    if any(t.startswith("out") for t in stable):
+        also = f"; not repeatable: {_join(t for t in order if t in noisy)}" if noisy else ""
+        return "differs", f"{firsts}{also}{gaps}"
+    if noisy:
+        detail = (
+            f"{_join(t for t in order if t in noisy)} not repeatable "
+            f"(up to {max(noisy.values()):,} elements differ between runs)"
+        )
+        return "nondeterministic", detail + (f"; stable differences: {firsts}" if stable else "") + gaps
+    if stable:
+        return "forward only", f"output equal in every case; {firsts}{gaps}"
+    equal = f"{_join(order)} bitwise equal in cases {_join(c for c, _ in ran)}"
+    if missing:
+        return "unavailable", f"{equal}{gaps}"
+    return "reusable", equal + (" (repeatability not checked)" if unchecked else ", repeatable")
+
+
+def verdicts(report: BitwiseReport) -> list[Verdict]:
+    """One verdict per candidate and reference (each pair once); one per unavailable candidate."""
+    found = [
+        Verdict(name, None, "unavailable", result.unavailable)
+        for name, result in report.results.items()
+        if isinstance(result, Unavailable)
+    ]
+    for name, ref, cases in pairs(report):
+        verdict, detail = _decide(cases)
+        found.append(Verdict(name, ref, verdict, detail))
+    order = list(report.results)
+    return sorted(found, key=lambda v: order.index(v.candidate))
+
+
+def sections(report: BitwiseReport, view: View = View()) -> list[Section]:
+    """A head, the verdicts, then per pair a case x tensor table."""
+    env = report.environment
+    head = Section(
+        f"{report.op}: bitwise reuse",
+        f"{env.gpu or 'CPU'} · torch {env.torch} · CUDA {env.cuda} · tf32 {env.tf32} · "
+        f"rl_kernel {report.rl_kernel_commit[:12]}{' (dirty)' if report.tracked_tree_dirty is True else ''} · "
+        f"cases {', '.join(map(str, report.cases))}" + (CPU_NOTE if env.gpu is None else ""),
+    )
+    out = [head, verdict_section(verdicts(report), STATUSES, view)]
+    for name, ref, cases in pairs(report):
+        if not view.keeps(name, ref):
+            continue
+        source = report.results[name].source
+        grads = list(dict.fromkeys(g for c in cases.values() if isinstance(c, CaseComparison) for g in c.grads))
+        outs = max((len(c.out) for c in cases.values() if isinstance(c, CaseComparison)), default=1)
+        out_cols = ["out"] if outs == 1 else [f"out[{i}]" for i in range(outs)]
+        section = Section(f"{name} vs {ref}", source, ["case", *out_cols, *(f"d{g}" for g in grads)])
+        for case, c in sorted(cases.items(), key=lambda kv: int(kv[0])):
+            if isinstance(c, Unavailable):
+                row = [Cell(case), unavailable_cell(c.unavailable)]
+            else:
+                row = [Cell(case), *(cmp_cell(o) for o in c.out), *[Cell("", "plain")] * (outs - len(c.out))]
+                row += [cmp_cell(c.grads[g]) if g in c.grads else Cell("—", "na") for g in grads]
+            if (shown := visible(row, view)) is not None:
+                section.rows.append(shown)
+        if section.rows or not view.only_differ:
+            out.append(section)
+    return out
+
+
+def _cases_of(report: BitwiseReport, name: str, ref: str) -> dict[str, CaseComparison | Unavailable] | None:
+    """The comparison of ``name`` with ``ref`` in either orientation (None if absent)."""
+    for a, b in ((name, ref), (ref, name)):
+        result = report.results.get(a)
+        if result is not None and not isinstance(result, Unavailable):
+            cases = result.comparisons().get(b)
+            if cases is not None:
+                return cases
+    return None
+
+
+def diff(old: BitwiseReport, new: BitwiseReport, found: OpDiff) -> None:
+    """Candidates and cases that appeared or disappeared; per candidate, reference, case and
+    tensor, availability and state changes; which side's repeatability is unknown."""
+    found.appeared += [f"candidate {n}" for n in new.results if n not in old.results]
+    found.disappeared += [f"candidate {n}" for n in old.results if n not in new.results]
+    found.appeared += [f"case {c}" for c in new.cases if c not in old.cases]
+    found.disappeared += [f"case {c}" for c in old.cases if c not in new.cases]
+    for name in (n for n in new.results if n in old.results):
+        o, n = old.results[name], new.results[name]
+        found.changes += availability(reason(o), reason(n), candidate=name)
+    unknown = {"old": False, "new": False}
+    for name, ref, new_cases in pairs(new):
+        old_cases = _cases_of(old, name, ref)
+        if old_cases is None:
+            continue
+        for case in (c for c in new_cases if c in old_cases):
+            oc, nc = old_cases[case], new_cases[case]
+            found.changes += availability(reason(oc), reason(nc), candidate=name, reference=ref, case=case)
+            if isinstance(oc, Unavailable) or isinstance(nc, Unavailable):
+                continue
+            old_t, new_t = oc.by_tensor(), nc.by_tensor()
+            for tensor in (t for t in new_t if t in old_t):
+                a, b = old_t[tensor], new_t[tensor]
+                unknown["old"] |= a.repeatable is None
+                unknown["new"] |= b.repeatable is None
+                found.changes += state_change(a, b, candidate=name, reference=ref, case=case, tensor=tensor)
+    found.unknown_repeatability = [side for side, flag in unknown.items() if flag]  # type: ignore[misc]

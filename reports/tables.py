@@ -1,0 +1,89 @@
+"""What every kind's tables are built from: sections of cells, each cell with a status.
+
+A ``Section`` is a title, an optional note and a table whose cells carry a status: a verdict's
+``Status`` (``ok`` bitwise equal / invariant, ``bad`` differs, ``partial`` forward only, ``nd`` not
+repeatable, ``na`` unavailable, with its reason) or ``plain``. ``reports.render`` draws them for the
+terminal or as Markdown. ``View`` narrows what a kind's sections hold: ``only_differ`` hides equal
+cells (and rows and tables left empty), ``candidate`` keeps what involves one candidate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Mapping
+
+from .schema import Cmp
+from .verdict import Status, Verdict
+
+CellStatus = Status | Literal["plain"]
+CPU_NOTE = (
+    " · CPU run: rl_kernel here is the PyTorch oracle of the kernels' algorithm, not the CUDA kernels, "
+    "and CPU results are not GPU results"
+)
+
+
+@dataclass(frozen=True)
+class View:
+    """What to draw: ``only_differ`` hides equal cells; ``candidate`` keeps one candidate's rows."""
+
+    only_differ: bool = False
+    candidate: str | None = None
+
+    def keeps(self, *names: str | None) -> bool:
+        return self.candidate is None or self.candidate in names
+
+
+@dataclass
+class Cell:
+    text: str
+    status: CellStatus = "plain"
+
+
+def unavailable_cell(reason: str) -> Cell:
+    return Cell(f"unavailable: {reason}", "na")
+
+
+@dataclass
+class Section:
+    title: str
+    note: str = ""
+    columns: list[str] = field(default_factory=list)
+    rows: list[list[Cell]] = field(default_factory=list)
+
+
+def cmp_cell(c: Cmp) -> Cell:
+    """One comparison: equal (with its element count), what differs, or the error."""
+    if c.error:
+        return Cell(f"error: {c.error}", "bad")
+    if c.equal:
+        return Cell(f"equal ({c.numel:,})", "nd" if c.repeatable is False else "ok")
+    text = f"{c.differ:,}/{c.numel:,} differ, max {c.max_abs:.3g}"
+    if c.ulp_max is not None:
+        text += f", {c.ulp_max:,} ulp"
+    if c.repeatable is False:
+        return Cell(f"nondeterministic: {text}; runs differ in {c.repeat_differ:,}", "nd")
+    return Cell(text, "bad")
+
+
+def verdict_section(
+    found: list[Verdict], statuses: Mapping[str, Status], view: View, *, by_mode: bool = False
+) -> Section:
+    """The decision table that comes first, each verdict coloured by its kind's ``statuses``;
+    ``by_mode``: the first column is the mode (prior art), not the candidate and its reference."""
+    columns = ["mode", "candidate", "verdict", "detail"] if by_mode else ["candidate", "vs", "verdict", "detail"]
+    section = Section("verdicts", columns=columns)
+    for v in found:
+        if not view.keeps(v.candidate, v.reference):
+            continue
+        lead = v.mode if by_mode else v.candidate
+        second = v.candidate if by_mode else (v.reference or "every reference")
+        section.rows.append([Cell(lead or ""), Cell(second), Cell(v.verdict, statuses[v.verdict]), Cell(v.detail)])
+    return section
+
+
+def visible(row: list[Cell], view: View) -> list[Cell] | None:
+    """The row with equal cells blanked under ``only_differ``; None when nothing is left."""
+    if not view.only_differ:
+        return row
+    shown = [row[0]] + [Cell("") if c.status == "ok" else c for c in row[1:]]
+    return shown if any(c.text for c in shown[1:]) else None
