@@ -1,19 +1,13 @@
-import json
 from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).parent / "fixtures"
-SEEDS = sorted(FIXTURES.glob("*.json"))
+from tests.helpers import SEEDS
 
 
 @pytest.fixture
 def seed_reports() -> list[Path]:
     return SEEDS
-
-
-def load(path: Path) -> dict:
-    return json.loads(path.read_text())
 
 
 def pytest_collection_modifyitems(config, items):

@@ -6,7 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.helpers import REPO
+
 PACKAGES = ("audit", "adapters", "modes", "reports", "rl_kernel_ops")
 ROOMS = ("audit.cli", "audit.core", "audit.parent", "audit.worker")
 

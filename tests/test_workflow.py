@@ -8,8 +8,9 @@ import yaml
 from typer.testing import CliRunner
 
 from audit.cli import app
+from tests.helpers import REPO
 
-WORKFLOW = Path(__file__).resolve().parent.parent / ".github" / "workflows" / "audit.yml"
+WORKFLOW = REPO / ".github" / "workflows" / "audit.yml"
 
 
 def audit_commands() -> list[list[str]]:

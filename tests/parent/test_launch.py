@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from audit.parent import launch
+from tests.helpers import REPO, alive
 
-REPO = Path(__file__).resolve().parent.parent
 PLUGIN = {"AUDIT_PLUGINS": "tests.plugins.lifecycle"}
 COMMANDS = {
     "run": "run --op gate_residual --case 2 --candidate {c}",
@@ -48,15 +48,6 @@ def hanging_pids(proc: subprocess.Popen, folder: Path, count: int = 1, deadline_
         time.sleep(0.2)
     time.sleep(0.3)
     return [int(p) for f in found for p in f.read_text().split()]
-
-
-def alive(pid: int) -> bool:
-    """Running (a zombie waiting for its parent to reap it is not)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
 
 
 def assert_cleaned(folder: Path, pids: list[int]) -> None:

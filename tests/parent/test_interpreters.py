@@ -16,7 +16,7 @@ from modes import MODES, get_mode
 
 from reports.io import load_report
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.helpers import REPO
 
 runner = CliRunner()
 KNOWN = list(MODES)
@@ -93,7 +93,7 @@ def test_an_interpreter_that_answers_anything_but_the_expected_object_is_not_usa
 
 
 def test_a_hanging_interpreter_times_out_and_leaves_no_process(tmp_path):
-    from test_launch import alive
+    from tests.helpers import alive
 
     fake = tmp_path / "python"
     fake.write_text(f"#!/bin/sh\nsleep 600 &\necho $! > {tmp_path}/child\nwait\n")
@@ -140,7 +140,7 @@ def _venv_with_torch(root: Path) -> str:
 
 @pytest.mark.slow
 def test_a_mode_in_a_second_venv_is_compared_bitwise_and_recorded(tmp_path, bare_python):
-    from test_runner import audit
+    from tests.helpers import audit
 
     rollout = _venv_with_torch(tmp_path / "rollout")
     config = tmp_path / "audit.toml"

@@ -5,7 +5,7 @@ from typing import get_args, get_type_hints
 import pytest
 from pydantic import BaseModel
 
-from conftest import SEEDS, load
+from tests.helpers import SEEDS, load
 from reports.io import ReportError, load_report, parse_report, write_report
 from reports.kinds import KINDS, json_schema
 

@@ -4,11 +4,11 @@ a number or a path, rich markup in paths and hints printed as it is, --version a
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-from conftest import SEEDS
+from tests.helpers import SEEDS
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.helpers import REPO
+
 GATE = next(p for p in SEEDS if p.name == "h3_bitwise_reuse.gate_residual.json")
 
 

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import pytest
 import torch
-from test_runner import audit
+from tests.helpers import audit
 
 from audit.core import candidates, chain
 from audit.core.compare import count_differ

@@ -1,6 +1,6 @@
 """Fault injection, end to end on the CPU: D1-D9 of issue 10, each against the real command line,
 real worker processes, a real memory limit and real signals. Run it alone with
-``python tests/test_fault_injection.py`` (or through pytest, as CI does).
+``python -m pytest tests/cli/test_fault_injection.py``.
 
 D1 out of memory or killed while inputs are drawn; D2 the real exit status; D3 output paths;
 D4 SIGTERM; D5 --timeout; D6 the shell's numerics variables; D7 bounded reasons; D8 a bad
@@ -24,7 +24,8 @@ from audit.cli import app
 from modes import get_mode
 from audit.parent.variables import is_numerics_variable, worker_variables
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.helpers import REPO
+
 FAULTY = {"AUDIT_PLUGINS": "tests.plugins.faulty"}
 RUN = ("run", "--op", "gate_residual", "--device", "cpu")
 
@@ -329,7 +330,3 @@ def test_d8_a_bad_plugin_module_is_one_line_naming_it_and_status_2(command, plug
     assert done.exit_code == 2, done.output
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and f"AUDIT_PLUGINS: cannot load module '{plugin}': {why}" in lines[0], done.stderr
-
-
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-v", *sys.argv[1:]]))

@@ -1,6 +1,6 @@
 """Repeatability in the bitwise task, end to end in real mode processes on the CPU."""
 
-from test_runner import audit
+from tests.helpers import audit
 
 from reports.io import load_report
 from reports.bitwise import verdicts as bitwise_verdicts

@@ -4,7 +4,7 @@ import pytest
 from typer.testing import CliRunner
 
 from audit.cli import app
-from conftest import SEEDS
+from tests.helpers import FIXTURES, REPO, SEEDS
 from reports.io import load_report
 
 runner = CliRunner()
@@ -147,9 +147,8 @@ def test_show_says_when_only_parameter_gradients_break_invariance(tmp_path):
 def test_a_reader_that_closes_the_pipe_early_ends_the_command_quietly_with_status_0(markdown):
     import subprocess
     import sys
-    from pathlib import Path
 
-    repo = Path(__file__).resolve().parent.parent
+    repo = REPO
     files = sorted(map(str, (repo / "tests" / "fixtures").glob("*.json"))) * 4  # well over a pipe's 64 KB
     argv = [sys.executable, "-m", "audit", "show", *(["-f", "markdown"] if markdown else []), *files]
     proc = subprocess.Popen(argv, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -161,6 +160,6 @@ def test_a_reader_that_closes_the_pipe_early_ends_the_command_quietly_with_statu
 
 def test_plot_out_into_a_missing_directory_creates_it(tmp_path):
     target = tmp_path / "new" / "deeper" / "grid.png"
-    r = invoke("plot", "tests/fixtures/h3_bitwise_reuse.gate_residual.json", "--out", str(target))
+    r = invoke("plot", str(FIXTURES / "h3_bitwise_reuse.gate_residual.json"), "--out", str(target))
     assert r.exit_code == 0, r.output
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,27 +1,11 @@
 """The runner end to end, in real subprocesses, on the CPU."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 from modes import MODES, SGLANG_DEEPGEMM
 from reports.io import load_report
 
-REPO = Path(__file__).resolve().parent.parent
-
-
-def audit(*args: str, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "audit", *args],
-        cwd=REPO,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
+from tests.helpers import REPO, audit
 
 FAULTY = {"AUDIT_PLUGINS": "tests.plugins.faulty"}
 

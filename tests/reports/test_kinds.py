@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 import reports.plot
 from audit.cli import app
-from conftest import FIXTURES, load
+from tests.helpers import FIXTURES, load
 from reports.diff import diff_sets
 from reports.io import load_report, load_set, parse_report
 from reports.kinds import KINDS, Report, kind_of
@@ -21,7 +21,8 @@ from reports.render import draw_markdown, draw_rich
 from reports.tables import View
 from reports.verdict import Status
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.helpers import REPO
+
 H200 = REPO / "docs" / "evidence" / "h200"
 REAL = {  # one committed report of each kind
     "h3_bitwise_reuse": FIXTURES / "h3_bitwise_reuse.gate_residual.json",

@@ -11,6 +11,7 @@ import audit.parent.launch
 import reports.io
 from audit.cli import app
 from audit.cli.session import WRITE_FAILED
+from tests.helpers import FIXTURES
 
 RUN = ["run", "--op", "gate_residual", "--case", "1", "--device", "cpu", "-q"]
 
@@ -41,8 +42,8 @@ def test_a_full_temporary_directory_is_one_line_and_exit_3(tmp_path, monkeypatch
 
 def test_a_baseline_is_checked_against_the_reports_that_will_be_written_before_anything_runs(tmp_path):
     (tmp_path / "baseline").mkdir()
-    seed = "tests/fixtures/h3_bitwise_reuse.gate_residual.json"  # a row op: --mode vllm writes no report for it
-    (tmp_path / "baseline" / "r.json").write_text(open(seed).read())
+    seed = FIXTURES / "h3_bitwise_reuse.gate_residual.json"  # a row op: --mode vllm writes no report for it
+    (tmp_path / "baseline" / "r.json").write_text(seed.read_text())
     argv = ["run", "--op", "all", "--mode", "vllm", "--device", "cpu", "--baseline", str(tmp_path / "baseline")]
     done = CliRunner().invoke(app, [*argv, "--out", str(tmp_path / "out")])
     assert done.exit_code == 2, done.output

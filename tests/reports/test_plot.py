@@ -7,7 +7,7 @@ from matplotlib.colors import to_rgb
 from typer.testing import CliRunner
 
 from audit.cli import app
-from conftest import SEEDS, load
+from tests.helpers import SEEDS, load
 from reports.io import parse_report
 from reports.plot import GREEN, GREY, GridCell, bitwise_grids, cell_colour
 

@@ -10,7 +10,7 @@ from audit.core.layouts import LAYOUTS
 from audit.core.ops import OPS
 from reports.io import load_report
 from reports.parallel import verdicts
-from test_runner import audit
+from tests.helpers import audit
 
 runner = CliRunner()
 

@@ -4,7 +4,6 @@ planted batch-dependent reduction from a fixed-order one."""
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import torch
 
@@ -15,6 +14,7 @@ from audit.worker.prior_art import Checker, check_candidate
 from audit.core.prior_art_sizes import Sizes, positions, probe_rows, sub_batch_starts, sweep_sizes
 from modes import MODES
 from reports.io import load_report
+from tests.helpers import REPO
 
 TINY = Sizes(
     full_batch=16, sub_batch_sizes=(1, 3, 8), accuracy=(1, 2), all_rows=(2, 3), sweep_rows=8, warmup=0, samples=1
@@ -84,7 +84,7 @@ def test_prior_art_command_quick_writes_a_valid_report(tmp_path):
             "--out",
             str(out),
         ],
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=900,

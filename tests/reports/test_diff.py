@@ -8,13 +8,13 @@ import pytest
 from typer.testing import CliRunner
 
 from audit.cli import app
-from conftest import SEEDS, load
+from tests.helpers import REPO, SEEDS, load
 from reports.changes import classify
 from reports.diff import diff_sets, gate
 from reports.io import load_report, load_set, parse_report
 from reports.schema import Cmp
 
-H200 = Path(__file__).resolve().parent.parent / "docs" / "evidence" / "h200"
+H200 = REPO / "docs" / "evidence" / "h200"
 runner = CliRunner()
 
 
@@ -151,7 +151,7 @@ def test_run_checks_the_baseline_before_computing(tmp_path):
 def test_a_run_against_a_baseline_exits_1_on_a_regression_and_prints_the_diff(tmp_path):
     """End to end: the B200 example, with dgate at 257 rows edited to equal, as the baseline of a
     real CPU run whose dgate differs at 257 rows."""
-    from test_runner import audit
+    from tests.helpers import audit
 
     data = copy.deepcopy(load(_seed("h3_bitwise_reuse.gate_residual.json")))
     data["results"]["diffusers"]["vs rl_kernel"]["257"]["grads"]["gate"].update(equal=True, differ=0, max_abs=0.0)

@@ -13,10 +13,11 @@ import pytest
 from typer.testing import CliRunner
 
 from audit.cli import app
-from conftest import SEEDS, load
+from tests.helpers import SEEDS, load
 from reports.io import ReportError, load_report, load_set, parse_report
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.helpers import REPO
+
 GATE = next(p for p in SEEDS if p.name == "h3_bitwise_reuse.gate_residual.json")
 
 

@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from conftest import SEEDS, load
+from tests.helpers import SEEDS, load
 from reports.io import load_report, parse_report
 from reports.bitwise import verdicts as bitwise_verdicts
 from reports.kinds import kind_of
