@@ -5,8 +5,10 @@ Contract:
 - Before any work: ``report_paths`` checks ``--out`` and ``gate_for`` loads ``--baseline``; a
   problem with either is one line and exit 2.
 - ``execute`` computes each ``Work`` under one progress bar (units, elapsed time, ETA), writes its
-  report atomically as soon as it is done, then prints the reports (unless quiet), one "wrote"
-  line each, the diff against the baseline, and exits 1 when the gate fails.
+  report atomically as soon as it is done, then prints the reports and the diff against the
+  baseline (unless quiet), one "wrote" line each, the closing summary (one line per report with
+  its verdict counts, a recap across reports, the diff's counts), and exits 1 when the gate
+  fails, naming the first failing comparison.
 - Ctrl-C and SIGTERM stop the workers (``audit.parent.launch`` kills every process they started
   and removes its temporary directories), name the reports already written and exit 130 or 143.
   A report that cannot be written (disk full, a read-only file system) is one line naming the path
@@ -116,6 +118,7 @@ def execute(works: list[Work], *, unit: str, gate: Gate, quiet: bool) -> None:
     """Compute, write, print and gate ``works`` as the module says."""
     from reports.diff import gate as decide
     from reports.render import diff_sections, draw_rich, print_report
+    from reports.summary import first_difference, first_regression
 
     written: list = []
     try:
@@ -135,17 +138,34 @@ def execute(works: list[Work], *, unit: str, gate: Gate, quiet: bool) -> None:
             f"reports already written: {escape(_names(written))}[/]"
         )
         raise typer.Exit(WRITE_FAILED)
+    reports = [r for _, r in written]
     for path, report in written:
         if not quiet:
             print_report(report, console)
         console.print(f"wrote {escape(str(path))}")
-    diff, failed = decide([r for _, r in written], [p for p, _ in written], gate.baseline, gate.fail_on, gate.name)
-    if diff is not None:
+    diff, failed = decide(reports, [p for p, _ in written], gate.baseline, gate.fail_on, gate.name)
+    if diff is not None and not quiet:
         console.print(draw_rich(diff_sections(diff)))
+    _summarise(reports, diff)
     if failed:
-        why = "a regression against the baseline" if diff is not None and diff.regressed else "a difference"
-        err.print(f"[red]--fail-on {gate.fail_on}: {why}; exit 1[/]")
+        regressed = diff is not None and diff.regressed
+        first = first_regression(diff) if regressed else first_difference(reports)
+        why = "a regression against the baseline" if regressed else "a difference"
+        err.print(f"[red]--fail-on {gate.fail_on}: {why}{escape(f', first: {first}' if first else '')}; exit 1[/]")
         raise typer.Exit(1)
+
+
+def _summarise(reports: list, diff) -> None:
+    """The closing lines: one per report with its verdict counts, a recap across reports, and the
+    diff's counts against the baseline."""
+    from reports.summary import recap, report_line
+
+    for report in reports:
+        console.print(escape(report_line(report)))
+    if (line := recap(reports)) is not None:
+        console.print(escape(line))
+    if diff is not None:
+        console.print(escape(f"against {diff.old}: {diff.summary()}"))
 
 
 def _names(written: list) -> str:

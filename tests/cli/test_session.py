@@ -49,3 +49,14 @@ def test_a_baseline_is_checked_against_the_reports_that_will_be_written_before_a
     assert done.exit_code == 2, done.output
     assert "holds no h3_bitwise_reuse report for timestep_mlp, adaln_projection" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_run_closes_with_one_line_per_report_and_a_failing_gate_names_the_first_difference(tmp_path):
+    argv = ["run", "--op", "timestep_mlp", "--case", "1", "--mode", "plain", "--device", "cpu", "-q"]
+    done = CliRunner().invoke(app, [*argv, "--fail-on", "differ", "--out", str(tmp_path)])
+    assert done.exit_code == 1, done.output
+    assert "timestep_mlp: 1 differs" in done.stdout.splitlines()
+    assert (
+        "--fail-on differ: a difference, first: timestep_mlp: diffusers[plain] vs rl_kernel: differs (out from case 1"
+        in (done.stderr)
+    )
