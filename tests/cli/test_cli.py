@@ -163,3 +163,17 @@ def test_plot_out_into_a_missing_directory_creates_it(tmp_path):
     r = invoke("plot", str(FIXTURES / "h3_bitwise_reuse.gate_residual.json"), "--out", str(target))
     assert r.exit_code == 0, r.output
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["chain", "--length", str(2**63), "--device", "cpu"], "--length 9223372036854775808"),
+        (["run", "--op", "gate_residual", "--repeats", "101", "--device", "cpu"], "--repeats"),
+        (["run", "--op", "gate_residual", "--config", "tests", "--device", "cpu"], "a directory, not a file"),
+        (["run", "--op", "gate_residual", "--mode", "plain@", "--device", "cpu"], "no environment after '@'"),
+    ],
+)
+def test_out_of_range_values_are_refused_before_anything_runs(argv, says):
+    r = invoke(*argv)
+    assert r.exit_code == 2 and says in r.output, r.output
