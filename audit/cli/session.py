@@ -3,10 +3,12 @@
 
 Contract:
 - Before any work: ``report_paths`` checks ``--out`` and ``gate_for`` loads ``--baseline``; a
-  problem with either is one line and exit 2.
+  problem with either is one line and exit 2. A baseline of a different problem (``reports.diff``)
+  is found after the run: one line and exit 2, the reports written.
 - ``execute`` computes each ``Work`` under one progress bar (units, elapsed time, ETA), writes its
   report atomically as soon as it is done, then prints the reports (unless quiet), one "wrote"
-  line each, the diff against the baseline, and exits 1 when the gate fails.
+  line each, the diff against the baseline, and exits 1 when the gate fails (``reports.diff.gate``),
+  one line per reason.
 - Ctrl-C and SIGTERM stop the workers (``audit.parent.launch`` kills every process they started
   and removes its temporary directories), name the reports already written and exit 130 or 143.
   A report that cannot be written (disk full, a read-only file system) is one line naming the path
@@ -18,7 +20,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -29,6 +31,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from audit.cli.app import console, err
 from audit.cli.checks import usage_error
 from audit.cli.options import FailOn
+from reports.io import MAX_REPORT_MB
 
 Advance = Callable[[str], None]
 WRITE_FAILED = 3
@@ -64,29 +67,53 @@ def report_paths(out: Optional[Path], names: list[str], kind: str) -> dict[str, 
         raise usage_error(f"--out: {exc}") from None
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class Gate:
-    """The baseline set (loaded before anything runs) and what makes the run fail."""
+    """The baseline set (loaded before anything runs) and what makes the run fail:
+    ``fail_on``, the ``--candidate`` names that must run (``requested``), the names whose loss
+    against the baseline was intended (``allow_missing``), and whether a baseline of a different
+    problem is compared anyway."""
 
     baseline: Optional[dict]
     name: str
     fail_on: str
+    requested: list[str] = field(default_factory=list)
+    allow_missing: list[str] = field(default_factory=list)
+    allow_different_problem: bool = False
 
 
 def gate_for(
-    baseline: Optional[Path], fail_on: Optional[FailOn], *, kind: str, names: list[str], quick: bool = False
+    baseline: Optional[Path],
+    fail_on: Optional[FailOn],
+    *,
+    kind: str,
+    names: list[str],
+    quick: bool = False,
+    requested: Optional[list[str]] = None,
+    allow_missing: Optional[list[str]] = None,
+    allow_different_problem: bool = False,
+    max_size: float = MAX_REPORT_MB,
 ) -> Gate:
-    """Load and check --baseline before any computation: unusable input exits 2."""
+    """Load and check --baseline (at most ``max_size`` MiB a file) before any computation:
+    unusable input exits 2. --allow-missing without a baseline is a usage error."""
     from reports.diff import baselined_ops
     from reports.io import ReportError, load_set
 
     chosen = fail_on.value if fail_on else ("regression" if baseline else "none")
+    options = dict(
+        fail_on=chosen,
+        requested=list(requested or []),
+        allow_missing=list(allow_missing or []),
+        allow_different_problem=allow_different_problem,
+    )
     if baseline is None:
         if chosen == "regression":
             raise typer.BadParameter("--fail-on regression needs --baseline", param_hint="--fail-on")
-        return Gate(None, "", chosen)
+        if allow_missing:
+            raise typer.BadParameter("--allow-missing needs --baseline", param_hint="--allow-missing")
+        return Gate(baseline=None, name="", **options)
     try:
-        found = load_set(baseline)
+        found = load_set(baseline, max_size)
     except ReportError as exc:
         raise typer.BadParameter(str(exc), param_hint="--baseline") from None
     covered = baselined_ops(found, kind, names, quick)
@@ -98,7 +125,7 @@ def gate_for(
     missing = [n for n in names if n not in covered]
     if missing:
         err.print(f"[yellow]--baseline has no {kind} report for {escape(', '.join(missing))}: not gated[/]")
-    return Gate(found, str(baseline), chosen)
+    return Gate(baseline=found, name=str(baseline), **options)
 
 
 @dataclass(frozen=True)
@@ -114,6 +141,7 @@ class Work:
 
 def execute(works: list[Work], *, unit: str, gate: Gate, quiet: bool) -> None:
     """Compute, write, print and gate ``works`` as the module says."""
+    from reports.diff import DiffInputError
     from reports.diff import gate as decide
     from reports.render import diff_sections, draw_rich, print_report
 
@@ -139,12 +167,26 @@ def execute(works: list[Work], *, unit: str, gate: Gate, quiet: bool) -> None:
         if not quiet:
             print_report(report, console)
         console.print(f"wrote {escape(str(path))}")
-    diff, failed = decide([r for _, r in written], [p for p, _ in written], gate.baseline, gate.fail_on, gate.name)
+    try:
+        diff, failures = decide(
+            [r for _, r in written],
+            [p for p, _ in written],
+            gate.baseline,
+            gate.fail_on,
+            baseline_name=gate.name,
+            requested=gate.requested,
+            allow_missing=gate.allow_missing,
+            allow_different_problem=gate.allow_different_problem,
+        )
+    except DiffInputError as exc:
+        err.print(f"[red]--baseline: {escape(str(exc))}; exit 2[/]")
+        raise typer.Exit(2)
     if diff is not None:
         console.print(draw_rich(diff_sections(diff)))
-    if failed:
-        why = "a regression against the baseline" if diff is not None and diff.regressed else "a difference"
-        err.print(f"[red]--fail-on {gate.fail_on}: {why}; exit 1[/]")
+    if failures:
+        for why in failures:
+            err.print(f"[red]--fail-on {gate.fail_on}: {escape(why)}[/]")
+        err.print(f"[red]--fail-on {gate.fail_on}: exit 1[/]")
         raise typer.Exit(1)
 
 

@@ -39,9 +39,15 @@ def test_a_report_against_itself_exits_0(path):
     assert "0 regressions" in r.output
 
 
+def _mirrors(data: dict, name: str, ref: str) -> list[dict]:
+    """The cases of NAME vs REF and of its mirror REF vs NAME: a report changes both or is invalid."""
+    return [data["results"][name][f"vs {ref}"], data["results"][ref][f"vs {name}"]]
+
+
 def test_one_equal_tensor_turned_into_differ_exits_1_and_names_it(tmp_path):
     data = copy.deepcopy(load(_seed("h3_bitwise_reuse.norm_modulate.json")))
-    data["results"]["diffusers"]["vs rl_kernel"]["4097"]["out"][0].update(equal=False, differ=12, max_abs=0.5)
+    for cases in _mirrors(data, "diffusers", "rl_kernel"):
+        cases["4097"]["out"][0].update(equal=False, differ=12, max_abs=0.5)
     new = _write(tmp_path, "new.json", data)
     r = invoke("diff", "--format", "markdown", str(_seed("h3_bitwise_reuse.norm_modulate.json")), str(new))
     assert r.exit_code == 1, r.output
@@ -122,13 +128,14 @@ def test_gate_fails_on_regression_and_on_differ(tmp_path):
     baseline = load_set(seed)
     diff, failed = gate([report], [seed], baseline, "regression")
     assert not failed and diff.count("regression") == 0
-    assert gate([report], [seed], None, "none")[1] is False
-    assert gate([report], [seed], None, "differ")[1] is True  # dgate differs
+    assert gate([report], [seed], None, "none")[1] == []
+    assert gate([report], [seed], None, "differ")[1] == ["h3_bitwise_reuse gate_residual: a comparison differs"]
     data = copy.deepcopy(load(seed))
-    for c in data["results"]["diffusers"]["vs rl_kernel"].values():
-        c["grads"]["gate"].update(equal=True, differ=0, max_abs=0.0)
+    for cases in _mirrors(data, "diffusers", "rl_kernel"):
+        for c in cases.values():
+            c["grads"]["gate"].update(equal=True, differ=0, max_abs=0.0)
     clean = parse_report(data)
-    assert gate([clean], [seed], None, "differ")[1] is False
+    assert gate([clean], [seed], None, "differ")[1] == []
     # the clean report as the baseline: today's differences are regressions against it
     clean_path = _write(tmp_path, "clean.json", data)
     diff, failed = gate([report], [seed], load_set(clean_path), "regression")
@@ -154,8 +161,8 @@ def test_a_run_against_a_baseline_exits_1_on_a_regression_and_prints_the_diff(tm
     from tests.helpers import audit
 
     data = copy.deepcopy(load(_seed("h3_bitwise_reuse.gate_residual.json")))
-    data["results"]["diffusers"]["vs rl_kernel"]["257"]["grads"]["gate"].update(equal=True, differ=0, max_abs=0.0)
-    data["results"]["rl_kernel"]["vs diffusers"]["257"]["grads"]["gate"].update(equal=True, differ=0, max_abs=0.0)
+    for cases in _mirrors(data, "diffusers", "rl_kernel"):
+        cases["257"]["grads"]["gate"].update(equal=True, differ=0, max_abs=0.0)
     baseline = _write(tmp_path, "baseline.json", data)
     out = tmp_path / "run.json"
     done = audit(
@@ -165,8 +172,11 @@ def test_a_run_against_a_baseline_exits_1_on_a_regression_and_prints_the_diff(tm
         "-q",
         "--baseline",
         str(baseline),
+        "--allow-missing",
+        "all",  # the cases this run leaves out
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert load_report(out).root.cases == [257]  # the report is written before the gate decides
     assert "regression" in done.stdout and "dgate" in done.stdout and "NVIDIA B200" in done.stdout
-    assert "--fail-on regression" in done.stderr
+    assert "3 lost (3 allowed by --allow-missing)" in done.stdout
+    assert "--fail-on regression: against" in done.stderr and "1 regression," in done.stderr
