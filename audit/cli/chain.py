@@ -9,6 +9,8 @@ import typer
 from audit.cli import checks
 from audit.cli.app import app
 from audit.cli.options import (
+    AllowDifferentProblemOpt,
+    AllowMissingOpt,
     BaselineOpt,
     ConfigOpt,
     Device,
@@ -16,6 +18,7 @@ from audit.cli.options import (
     EnvOpt,
     FailOnOpt,
     InheritEnvOpt,
+    MaxSizeOpt,
     ModeEnvOpt,
     OutOpt,
     QuietOpt,
@@ -23,6 +26,7 @@ from audit.cli.options import (
 )
 from audit.cli.session import Work, execute, gate_for, report_paths
 from modes import MODES
+from reports.io import MAX_REPORT_MB
 
 
 @app.command()
@@ -67,6 +71,9 @@ def chain(
     quiet: QuietOpt = False,
     baseline: BaselineOpt = None,
     fail_on: FailOnOpt = None,
+    allow_missing: AllowMissingOpt = None,
+    max_size: MaxSizeOpt = MAX_REPORT_MB,
+    allow_different_problem: AllowDifferentProblemOpt = False,
     config: ConfigOpt = None,
     env: EnvOpt = None,
     mode_env: ModeEnvOpt = None,
@@ -90,7 +97,16 @@ def chain(
         raise typer.BadParameter(str(exc), param_hint="--candidate") from None
     path = report_paths(out, [OP], KIND)[OP]
     inherit = checks.inherited(inherit_env)
-    gate = gate_for(baseline, fail_on, kind=KIND, names=[OP])
+    gate = gate_for(
+        baseline,
+        fail_on,
+        kind=KIND,
+        names=[OP],
+        requested=[c.partition("=")[2] for c in candidate or []],
+        allow_missing=allow_missing,
+        allow_different_problem=allow_different_problem,
+        max_size=max_size,
+    )
     dev = checks.device(device)
     job = {
         "block": config_.__dict__,
