@@ -329,16 +329,22 @@ def _stage_comparisons(replay: ChainReplay) -> dict[tuple[str, str], Cmp]:
     return found
 
 
-def problem(report: ChainReport) -> dict[str, object]:
-    """What the replay computes, beyond its kind and op: the block, whether gradients are
-    compared, the lengths and the candidate asked for at each stage. Reports whose problems differ
-    are not compared (``reports.diff``)."""
+def settings(*, block: dict, backward: bool, lengths: list[int], candidates: dict[str, str]) -> dict[str, object]:
+    """What a replay computes, beyond its kind and op, by name: the block's sizes, whether
+    gradients are compared, the lengths and the candidate asked for at each stage."""
     return {
-        **{f"block.{k}": v for k, v in report.block.model_dump().items()},
-        "backward": report.backward,
-        "lengths": report.lengths,
-        **{f"candidates.{stage}": name for stage, name in report.candidates.items()},
+        **{f"block.{k}": v for k, v in block.items()},
+        "backward": backward,
+        "lengths": list(lengths),
+        **{f"candidates.{stage}": name for stage, name in candidates.items()},
     }
+
+
+def problem(report: ChainReport) -> dict[str, object]:
+    """The report's ``settings``. Reports whose problems differ are not compared (``reports.diff``)."""
+    return settings(
+        block=report.block.model_dump(), backward=report.backward, lengths=report.lengths, candidates=report.candidates
+    )
 
 
 def _state(replay: ChainReplay | str) -> State | str:
@@ -354,9 +360,11 @@ def diff(old: ChainReport, new: ChainReport, found: OpDiff) -> None:
     the new report lacks is lost."""
     old_r, new_r = _replays(old), _replays(new)
     found.appeared += [f"mode {m}, length {n}" for m, n in new_r if (m, n) not in old_r]
-    for mode, length in (k for k in old_r if k not in new_r):
-        what = f"mode {mode}" + (f", length {length}" if length != "*" else "")
-        found.lose(what, names=[mode, length if length != "*" else None], old=_state(old_r[(mode, length)]))
+    for mode in (m for m in old.results if m not in new.results):
+        states = dict.fromkeys(_state(r) for (m, _), r in old_r.items() if m == mode)
+        found.lose(f"mode {mode}", names=[mode], old="; ".join(states))
+    for mode, length in (k for k in old_r if k not in new_r and k[0] in new.results):
+        found.lose(f"mode {mode}, length {length}", names=[mode, length], old=_state(old_r[(mode, length)]))
     for mode, length in (k for k in new_r if k in old_r):
         o, n = old_r[(mode, length)], new_r[(mode, length)]
         found.changes += availability(

@@ -92,15 +92,23 @@ def diff_json_schema() -> dict[str, Any]:
     return Diff.model_json_schema(mode="serialization")
 
 
-def _problem_differences(old: Report, new: Report) -> list[EnvChange]:
-    kind = kind_of(new)
-    a, b = kind.problem(old.root), kind.problem(new.root)
+def problem_differences(old: dict[str, object], new: dict[str, object]) -> list[EnvChange]:
+    """The settings (a kind's ``problem``) in which two problems differ, values as JSON."""
     absent = "(absent)"
     return [
-        EnvChange(field=k, old=json.dumps(a.get(k, absent)), new=json.dumps(b.get(k, absent)))
-        for k in dict.fromkeys([*a, *b])
-        if a.get(k, absent) != b.get(k, absent)
+        EnvChange(field=k, old=json.dumps(old.get(k, absent)), new=json.dumps(new.get(k, absent)))
+        for k in dict.fromkeys([*old, *new])
+        if old.get(k, absent) != new.get(k, absent)
     ]
+
+
+def different_problem(old_name: object, new_name: object, kind: str, found: list[EnvChange]) -> DifferentProblem:
+    """The error for two reports of ``kind`` whose problems differ as ``found`` says."""
+    differs = "; ".join(f"{d.field} {d.old} vs {d.new}" for d in found)
+    return DifferentProblem(
+        f"{old_name} and {new_name} are {kind} reports of different problems ({differs}); "
+        "--allow-different-problem compares them anyway"
+    )
 
 
 def _allowed(entry: Lost, allow_missing: list[str]) -> bool:
@@ -159,15 +167,12 @@ def _op_diff(key: Key, old: tuple[Path, Report], new: tuple[Path, Report], *, al
         new_file=str(new_path),
         environment=environment_changes(old_report.root.environment, new_report.root.environment),
     )
-    problem = _problem_differences(old_report, new_report)
+    kind = kind_of(new_report)
+    problem = problem_differences(kind.problem(old_report.root), kind.problem(new_report.root))
     if problem and not allow_different_problem:
-        differs = "; ".join(f"{d.field} {d.old} vs {d.new}" for d in problem)
-        raise DifferentProblem(
-            f"{old_path} and {new_path} are {key[0]} reports of different problems ({differs}); "
-            "--allow-different-problem compares them anyway"
-        )
+        raise different_problem(old_path, new_path, key[0], problem)
     op.environment += problem
-    kind_of(new_report).diff(old_report.root, new_report.root, op)
+    kind.diff(old_report.root, new_report.root, op)
     return op
 
 

@@ -81,7 +81,8 @@ def chain(
     """Replay diffusers' MiniMax-H3 conditioning chain (timestep path, one block, norm_out) stage by
     stage with candidates swapped in: provider, chained, isolated, each twice, and FP64; writes an
     h3_conditioning_chain_replay report with the first stage whose bits drift."""
-    from audit.core.chain import STAGES, BlockConfig, parse_candidates
+    from audit.core.chain import STAGES, BlockConfig, Choice, parse_candidates
+    from reports.chain import settings
     from audit.parent.chain import KIND, OP, chain_report, run_modes
 
     envs = checks.environments(config, env, mode_env)
@@ -97,6 +98,15 @@ def chain(
         raise typer.BadParameter(str(exc), param_hint="--candidate") from None
     path = report_paths(out, [OP], KIND)[OP]
     inherit = checks.inherited(inherit_env)
+    dev = checks.device(device)
+    job = {
+        "block": config_.__dict__,
+        "lengths": lengths or ([17] if dev.type == "cpu" else [257, 4097]),
+        "device": str(dev),
+        "backward": backward,
+        "choices": {s.name: [choices[s.name].name, choices[s.name].mode] for s in STAGES},
+    }
+    asked = {stage: Choice(*choice).label for stage, choice in job["choices"].items()}
     gate = gate_for(
         baseline,
         fail_on,
@@ -106,15 +116,8 @@ def chain(
         allow_missing=allow_missing,
         allow_different_problem=allow_different_problem,
         max_size=max_size,
+        problem=settings(block=job["block"], backward=backward, lengths=job["lengths"], candidates=asked),
     )
-    dev = checks.device(device)
-    job = {
-        "block": config_.__dict__,
-        "lengths": lengths or ([17] if dev.type == "cpu" else [257, 4097]),
-        "device": str(dev),
-        "backward": backward,
-        "choices": {s.name: [choices[s.name].name, choices[s.name].mode] for s in STAGES},
-    }
 
     def compute(advance) -> dict:
         found, recorded = run_modes(job, modes, timeout=timeout, environments=envs, inherit=inherit, advance=advance)

@@ -3,8 +3,9 @@
 
 Contract:
 - Before any work: ``report_paths`` checks ``--out`` and ``gate_for`` loads ``--baseline``; a
-  problem with either is one line and exit 2. A baseline of a different problem (``reports.diff``)
-  is found after the run: one line and exit 2, the reports written.
+  problem with either is one line and exit 2, and so is a baseline of a different problem
+  (``reports.diff``) where the command gives its settings (``chain``); otherwise that is found after
+  the run: one line and exit 2, the reports written.
 - ``execute`` computes each ``Work`` under one progress bar (units, elapsed time, ETA), writes its
   report atomically as soon as it is done, then prints the reports (unless quiet), one "wrote"
   line each, the diff against the baseline, and exits 1 when the gate fails (``reports.diff.gate``),
@@ -93,11 +94,15 @@ def gate_for(
     allow_missing: Optional[list[str]] = None,
     allow_different_problem: bool = False,
     max_size: float = MAX_REPORT_MB,
+    problem: Optional[dict[str, object]] = None,
 ) -> Gate:
     """Load and check --baseline (at most ``max_size`` MiB a file) before any computation:
-    unusable input exits 2. --allow-missing without a baseline is a usage error."""
-    from reports.diff import baselined_ops
+    unusable input exits 2, and so does a baseline report whose kind's ``problem`` differs from
+    ``problem`` (the settings of the run about to start), unless ``allow_different_problem``.
+    --allow-missing without a baseline is a usage error."""
+    from reports.diff import baselined_ops, different_problem, problem_differences
     from reports.io import ReportError, load_set
+    from reports.kinds import KINDS
 
     chosen = fail_on.value if fail_on else ("regression" if baseline else "none")
     options = dict(
@@ -122,6 +127,11 @@ def gate_for(
             f"{baseline} holds no {kind} report for {', '.join(names)}" + (" (quick)" if quick else ""),
             param_hint="--baseline",
         )
+    for name in covered if problem is not None and not allow_different_problem else []:
+        path, report = found[(kind, name, quick)]
+        differs = problem_differences(KINDS[kind].problem(report.root), problem)
+        if differs:
+            raise typer.BadParameter(str(different_problem(path, "this run", kind, differs)), param_hint="--baseline")
     missing = [n for n in names if n not in covered]
     if missing:
         err.print(f"[yellow]--baseline has no {kind} report for {escape(', '.join(missing))}: not gated[/]")
