@@ -24,14 +24,14 @@ from pydantic import BaseModel, ConfigDict, model_serializer, model_validator
 from .changes import OpDiff, State, availability, compare_tensors, reason, state, worst
 from .schema import (
     CaseComparison,
-    FieldError,
     CaseKey,
     CaseResult,
     Environment,
+    FieldError,
     ReportBase,
     Unavailable,
-    reference_of,
     json_path,
+    reference_of,
     without_none,
 )
 from .tables import CPU_NOTE, Cell, Section, View, cmp_cell, unavailable_cell, verdict_section, visible
@@ -251,14 +251,14 @@ def _state_of(cases: dict[str, CaseComparison | Unavailable]) -> str:
     return worst(state(t) for c in ran for t in c.by_tensor().values())
 
 
-def _candidate_state(report: BitwiseReport, name: str) -> State:
-    """A candidate's comparisons in every orientation together (``worst``)."""
+def _state_where(report: BitwiseReport, *, name: str | None = None, case: str | None = None) -> State:
+    """Every comparison of one candidate (in either orientation) or of one case, together (``worst``)."""
     return worst(
         state(t)
         for a, b, cases in pairs(report)
-        if name in (a, b)
-        for c in cases.values()
-        if isinstance(c, CaseComparison)
+        if name in (None, a, b)
+        for k, c in cases.items()
+        if case in (None, k) and isinstance(c, CaseComparison)
         for t in c.by_tensor().values()
     )
 
@@ -271,13 +271,15 @@ def diff(old: BitwiseReport, new: BitwiseReport, found: OpDiff) -> None:
     found.appeared += [f"case {c}" for c in new.cases if c not in old.cases]
     for name, result in old.results.items():
         if name not in new.results:
-            old_state = reason(result) and f"unavailable: {reason(result)}"
-            found.lose(f"candidate {name}", names=[name], old=old_state or _candidate_state(old, name))
+            why = reason(result)
+            found.lose(
+                f"candidate {name}", names=[name], old=f"unavailable: {why}" if why else _state_where(old, name=name)
+            )
     for case in (c for c in old.cases if c not in new.cases):
-        found.lose(f"case {case}", names=[str(case)], old="run")
+        found.lose(f"case {case}", names=[str(case)], old=_state_where(old, case=str(case)))
     for name in (n for n in new.results if n in old.results):
         o, n = old.results[name], new.results[name]
-        found.changes += availability(reason(o), reason(n), now=_candidate_state(new, name), candidate=name)
+        found.changes += availability(reason(o), reason(n), now=_state_where(new, name=name), candidate=name)
     unknown = {"old": False, "new": False}
     running = [n for n in new.results if not isinstance(new.results[n], Unavailable)]
     for name, ref, old_cases in pairs(old):

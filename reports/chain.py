@@ -381,10 +381,10 @@ def diff(old: ChainReport, new: ChainReport, found: OpDiff) -> None:
         old_c, new_c = _stage_comparisons(o), _stage_comparisons(n)
         for s in o.stages:
             where = f"mode {mode}, length {length}, stage {s.stage}"
-            if s.stage not in new_stages:
-                found.lose(where, names=[mode, length, s.stage], old="run")
-                continue
             was = {t: c for (stage, t), c in old_c.items() if stage == s.stage}
+            if s.stage not in new_stages:
+                found.lose(where, names=[mode, length, s.stage], old=worst(map(state, was.values())))
+                continue
             now = {t: c for (stage, t), c in new_c.items() if stage == s.stage}
             found.changes += availability(
                 reason(s.candidate),

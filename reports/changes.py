@@ -95,7 +95,7 @@ class Lost(BaseModel):
     ``allowed`` whether ``--allow-missing`` said the loss was intended (then it fails no gate)."""
 
     kind: Literal["lost"] = "lost"
-    report: str = ""  # the report's kind and op, filled in by OpDiff.lose or diff_sets
+    report: str  # the report's kind and op
     what: str
     names: list[str]
     old: str

@@ -152,13 +152,15 @@ def sections(report: ParallelReport, view: View = View()) -> list[Section]:
     return out
 
 
-def _state(c: ParallelCandidate | Unavailable) -> State | str:
-    """A candidate's comparisons together (``worst``), or why it did not run."""
+def _state(c: ParallelCandidate | Unavailable, cases: list[str] | None = None) -> State | str:
+    """A candidate's comparisons (in ``cases``, default all) together (``worst``), or why it did
+    not run."""
     if isinstance(c, Unavailable):
         return f"unavailable: {c.unavailable}"
     return worst(
         state(t)
-        for case in c.cases.values()
+        for key, case in c.cases.items()
+        if cases is None or key in cases
         for how in (case.native, case.fixed_order)
         for t in how.by_tensor().values()
     )
@@ -183,7 +185,7 @@ def diff(old: ParallelReport, new: ParallelReport, found: OpDiff) -> None:
             continue
         for case in o.cases:
             if case not in n.cases:
-                found.lose(f"{name}, case {case}", names=[name, case], old="run")
+                found.lose(f"{name}, case {case}", names=[name, case], old=_state(o, [case]))
                 continue
             for how in ("native", "fixed_order"):
                 compare_tensors(
