@@ -27,6 +27,7 @@ from pydantic import BaseModel, computed_field
 
 from .changes import ChangeKind, EnvChange, Lost, OpDiff, environment_changes
 from .kinds import Key, Report, ReportSet, kind_of
+from .verdict import is_difference
 
 ALL = "all"  # --allow-missing all: every loss was intended
 
@@ -203,6 +204,14 @@ def unmet(written: list[Report], requested: list[str]) -> list[str]:
     return problems
 
 
+def _first_difference(report: Report) -> str:
+    """The first verdict of ``report`` that is a difference, as a line."""
+    kind = kind_of(report)
+    v = next(v for v in kind.verdicts(report.root) if is_difference(kind.statuses[v.verdict]))
+    who = " ".join(x for x in (v.mode and f"mode {v.mode}:", v.candidate, v.reference and f"vs {v.reference}") if x)
+    return f"{report.root.kind} {kind.key(report.root)[1]}: {who}: {v.verdict} ({v.detail})"
+
+
 def gate(
     written: list[Report],
     paths: list[Path],
@@ -220,8 +229,8 @@ def gate(
     - ``regression`` (and ``differ``): the diff regressed: a regression, or coverage of the
       baseline lost and not named by ``allow_missing``;
     - ``differ``, also: any written report with a verdict that is a difference (its kind's
-      ``any_difference``), in which nothing was compared, or in which a ``requested`` candidate did
-      not run (``unmet``).
+      ``any_difference``; the first is named), in which nothing was compared, or in which a
+      ``requested`` candidate did not run (``unmet``).
 
     Raises DifferentProblem (a DiffInputError) as ``diff_sets`` does."""
     diff = None
@@ -239,9 +248,7 @@ def gate(
     if fail_on != "none" and diff is not None and diff.regressed:
         why.append(f"against {baseline_name}: {diff.summary()}")
     if fail_on == "differ":
-        for report in written:
-            if kind_of(report).any_difference(report.root):
-                why.append(f"{report.root.kind} {kind_of(report).key(report.root)[1]}: a comparison differs")
+        why += [_first_difference(r) for r in written if kind_of(r).any_difference(r.root)]
         why += unmet(written, requested or [])
     return diff, why
 

@@ -105,8 +105,8 @@ AllowMissingOpt = Annotated[
     typer.Option(
         "--allow-missing",
         metavar="NAME",
-        help="What the baseline has and this run (or NEW) may lack: a candidate, case, mode, op or tensor "
-        "name, or 'all'; repeatable. The loss is still listed, but fails no gate.",
+        help="What the baseline (or OLD) has and this run (or NEW) may lack: a candidate, case, mode, op or "
+        "tensor name, or 'all'; repeatable. The loss is still listed, but fails no gate.",
     ),
 ]
 AllowDifferentProblemOpt = Annotated[

@@ -129,7 +129,8 @@ def test_gate_fails_on_regression_and_on_differ(tmp_path):
     diff, failed = gate([report], [seed], baseline, "regression")
     assert not failed and diff.count("regression") == 0
     assert gate([report], [seed], None, "none")[1] == []
-    assert gate([report], [seed], None, "differ")[1] == ["h3_bitwise_reuse gate_residual: a comparison differs"]
+    [why] = gate([report], [seed], None, "differ")[1]  # dgate differs
+    assert why.startswith("h3_bitwise_reuse gate_residual: diffusers vs rl_kernel: forward only (output equal")
     data = copy.deepcopy(load(seed))
     for cases in _mirrors(data, "diffusers", "rl_kernel"):
         for c in cases.values():
