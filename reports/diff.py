@@ -103,11 +103,12 @@ def problem_differences(old: dict[str, object], new: dict[str, object]) -> list[
     ]
 
 
-def different_problem(old_name: object, new_name: object, kind: str, found: list[EnvChange]) -> DifferentProblem:
-    """The error for two reports of ``kind`` whose problems differ as ``found`` says."""
+def different_problem(kind: str, found: list[EnvChange], *, old: object, new: object) -> DifferentProblem:
+    """The error for two reports of ``kind`` (named ``old`` and ``new``) whose problems differ as
+    ``found`` says."""
     differs = "; ".join(f"{d.field} {d.old} vs {d.new}" for d in found)
     return DifferentProblem(
-        f"{old_name} and {new_name} are {kind} reports of different problems ({differs}); "
+        f"{old} and {new} are {kind} reports of different problems ({differs}); "
         "--allow-different-problem compares them anyway"
     )
 
@@ -171,7 +172,7 @@ def _op_diff(key: Key, old: tuple[Path, Report], new: tuple[Path, Report], *, al
     kind = kind_of(new_report)
     problem = problem_differences(kind.problem(old_report.root), kind.problem(new_report.root))
     if problem and not allow_different_problem:
-        raise different_problem(old_path, new_path, key[0], problem)
+        raise different_problem(key[0], problem, old=old_path, new=new_path)
     op.environment += problem
     kind.diff(old_report.root, new_report.root, op)
     return op

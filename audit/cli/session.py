@@ -127,11 +127,13 @@ def gate_for(
             f"{baseline} holds no {kind} report for {', '.join(names)}" + (" (quick)" if quick else ""),
             param_hint="--baseline",
         )
-    for name in covered if problem is not None and not allow_different_problem else []:
-        path, report = found[(kind, name, quick)]
-        differs = problem_differences(KINDS[kind].problem(report.root), problem)
-        if differs:
-            raise typer.BadParameter(str(different_problem(path, "this run", kind, differs)), param_hint="--baseline")
+    if problem is not None and not allow_different_problem:
+        for name in covered:
+            path, report = found[(kind, name, quick)]
+            differs = problem_differences(KINDS[kind].problem(report.root), problem)
+            if differs:
+                why = different_problem(kind, differs, old=path, new="this run")
+                raise typer.BadParameter(str(why), param_hint="--baseline")
     missing = [n for n in names if n not in covered]
     if missing:
         err.print(f"[yellow]--baseline has no {kind} report for {escape(', '.join(missing))}: not gated[/]")
