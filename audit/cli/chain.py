@@ -9,6 +9,8 @@ import typer
 from audit.cli import checks
 from audit.cli.app import app
 from audit.cli.options import (
+    AllowDifferentProblemOpt,
+    AllowMissingOpt,
     BaselineOpt,
     ConfigOpt,
     Device,
@@ -16,6 +18,7 @@ from audit.cli.options import (
     EnvOpt,
     FailOnOpt,
     InheritEnvOpt,
+    MaxSizeOpt,
     ModeEnvOpt,
     OutOpt,
     QuietOpt,
@@ -23,6 +26,7 @@ from audit.cli.options import (
 )
 from audit.cli.session import Work, execute, gate_for, report_paths
 from modes import MODES
+from reports.io import MAX_REPORT_MB
 
 
 @app.command()
@@ -67,6 +71,9 @@ def chain(
     quiet: QuietOpt = False,
     baseline: BaselineOpt = None,
     fail_on: FailOnOpt = None,
+    allow_missing: AllowMissingOpt = None,
+    max_size: MaxSizeOpt = MAX_REPORT_MB,
+    allow_different_problem: AllowDifferentProblemOpt = False,
     config: ConfigOpt = None,
     env: EnvOpt = None,
     mode_env: ModeEnvOpt = None,
@@ -74,7 +81,8 @@ def chain(
     """Replay diffusers' MiniMax-H3 conditioning chain (timestep path, one block, norm_out) stage by
     stage with candidates swapped in: provider, chained, isolated, each twice, and FP64; writes an
     h3_conditioning_chain_replay report with the first stage whose bits drift."""
-    from audit.core.chain import STAGES, BlockConfig, parse_candidates
+    from audit.core.chain import STAGES, BlockConfig, Choice, parse_candidates
+    from reports.chain import settings
     from audit.parent.chain import KIND, OP, chain_report, run_modes
 
     envs = checks.environments(config, env, mode_env)
@@ -90,7 +98,6 @@ def chain(
         raise typer.BadParameter(str(exc), param_hint="--candidate") from None
     path = report_paths(out, [OP], KIND)[OP]
     inherit = checks.inherited(inherit_env)
-    gate = gate_for(baseline, fail_on, kind=KIND, names=[OP])
     dev = checks.device(device)
     job = {
         "block": config_.__dict__,
@@ -99,6 +106,18 @@ def chain(
         "backward": backward,
         "choices": {s.name: [choices[s.name].name, choices[s.name].mode] for s in STAGES},
     }
+    asked = {stage: Choice(*choice).label for stage, choice in job["choices"].items()}
+    gate = gate_for(
+        baseline,
+        fail_on,
+        kind=KIND,
+        names=[OP],
+        requested=[c.partition("=")[2] for c in candidate or []],
+        allow_missing=allow_missing,
+        allow_different_problem=allow_different_problem,
+        max_size=max_size,
+        problem=settings(block=job["block"], backward=backward, lengths=job["lengths"], candidates=asked),
+    )
 
     def compute(advance) -> dict:
         found, recorded = run_modes(job, modes, timeout=timeout, environments=envs, inherit=inherit, advance=advance)
