@@ -110,14 +110,11 @@ class Point:
 
     def __str__(self) -> str:
         item = "" if self.item is None else f"[{self.item}]"
-        return {
-            "argument": f"argument {self.name}",
-            "returned": f"{self.name}(...){item}",
-            "passed": f"the input of {self.name}",
-            "result": "the result",
-        }[self.kind]
+        return {"argument": f"argument {self.name}", "result": "result"}.get(self.kind, f"{self.name}(...){item}")
 
-    def find(self, graph: fx.Graph) -> fx.Node:
+    def find(self, graph: fx.Graph, owner: str) -> fx.Node:
+        """The node of ``graph`` (``owner.forward``, traced) that holds this tensor; LookupError
+        naming the point when forward has none."""
         for node in graph.nodes:
             if self.kind == "argument" and node.op == "placeholder" and node.target == self.name:
                 return node
@@ -131,7 +128,7 @@ class Point:
                 for user in node.users:
                     if user.target is operator.getitem and user.args[1] == self.item:
                         return user
-        raise LookupError(f"forward has no {self}")
+        raise LookupError(f"{owner}.forward has no {self}")
 
 
 def argument(name: str) -> Point:
@@ -173,9 +170,9 @@ def _sliced(module: nn.Module, expression: Expression) -> fx.GraphModule:
     """The operations of ``module.forward`` (recorded by torch.fx) that ``expression.until`` depends
     on, back to ``expression.reads``, in forward's order, with the reads as arguments. LookupError
     when forward computes ``until`` from a tensor the expression does not read."""
-    graph = _Leaves().trace(module)
-    given = {point.find(graph): name for name, point in expression.reads.items()}
-    until = expression.until.find(graph)
+    graph, owner = _Leaves().trace(module), type(module).__name__
+    given = {point.find(graph, owner): name for name, point in expression.reads.items()}
+    until = expression.until.find(graph, owner)
     needed, todo = set(), [until]
     while todo:
         node = todo.pop()
@@ -183,7 +180,7 @@ def _sliced(module: nn.Module, expression: Expression) -> fx.GraphModule:
             continue
         if node.op == "placeholder":
             raise LookupError(
-                f"{type(module).__name__}.forward computes {expression.label} from its argument "
+                f"{owner}.forward computes {expression.label} from its argument "
                 f"{node.target} too, which the audit does not give it"
             )
         needed.add(node)
@@ -208,8 +205,10 @@ def run_expression(module: nn.Module, expression: Expression, tensors: dict[str,
     slices = _SLICES.setdefault(module, {})
     if expression not in slices:
         slices[expression] = _sliced(module, expression)
+    sliced, reads = slices[expression], {name: tensors[name] for name in expression.reads}
     params = {path: tensors[name] for name, path in expression.params.items()}
-    return functional_call(slices[expression], params, (), {name: tensors[name] for name in expression.reads})
+    # functional_call costs about 7 us a call, which a latency at one row would show
+    return functional_call(sliced, params, (), reads) if params else sliced(**reads)
 
 
 def _table(name: str) -> Point:
