@@ -169,7 +169,8 @@ class _Leaves(fx.Tracer):
 def _sliced(module: nn.Module, expression: Expression) -> fx.GraphModule:
     """The operations of ``module.forward`` (recorded by torch.fx) that ``expression.until`` depends
     on, back to ``expression.reads``, in forward's order, with the reads as arguments. LookupError
-    when forward computes ``until`` from a tensor the expression does not read."""
+    when forward has no such point, or computes ``until`` from an argument the expression does not
+    read."""
     graph, owner = _Leaves().trace(module), type(module).__name__
     given = {point.find(graph, owner): name for name, point in expression.reads.items()}
     until = expression.until.find(graph, owner)
@@ -216,34 +217,29 @@ def _table(name: str) -> Point:
 
 
 _IDX = argument("adaln_indices")
+
+
+def _modulation(half: str) -> dict[str, Point]:
+    """What the ``half`` (msa or mlp) modulation reads besides the normalised rows: its shift and
+    scale tables and the row indices."""
+    return {"sh": _table(f"shift_{half}"), "sc": _table(f"scale_{half}"), "idx": _IDX}
+
+
+def _normed(norm: str, half: str, x: Point, until: Point) -> Expression:
+    return Expression(f"{norm} + modulation ({half})", {"x": x, **_modulation(half)}, until, {"w": f"{norm}.weight"})
+
+
+def _gated(half: str, res: Point, y: Point, until: Point) -> Expression:
+    reads = {"res": res, "y": y, "gate": _table(f"gate_{half}"), "idx": _IDX}
+    return Expression(f"gate_{half} residual", reads, until)
+
+
 # The expressions of MiniMaxH3TransformerBlock.forward around its submodules, in its order.
-NORM1_MODULATE = Expression(
-    "norm1 + modulation (msa)",
-    {"x": argument("hidden_states"), "sh": _table("shift_msa"), "sc": _table("scale_msa"), "idx": _IDX},
-    passed_to("attn"),
-    {"w": "norm1.weight"},
-)
-MODULATE_MSA = Expression(
-    "modulation (msa)",
-    {"normed": returned_by("norm1"), "sh": _table("shift_msa"), "sc": _table("scale_msa"), "idx": _IDX},
-    passed_to("attn"),
-)
-GATE_RESIDUAL_MSA = Expression(
-    "gate_msa residual",
-    {"res": argument("hidden_states"), "y": returned_by("attn"), "gate": _table("gate_msa"), "idx": _IDX},
-    passed_to("norm2"),
-)
-NORM2_MODULATE = Expression(
-    "norm2 + modulation (mlp)",
-    {"x": passed_to("norm2"), "sh": _table("shift_mlp"), "sc": _table("scale_mlp"), "idx": _IDX},
-    passed_to("ff"),
-    {"w": "norm2.weight"},
-)
-GATE_RESIDUAL_MLP = Expression(
-    "gate_mlp residual",
-    {"res": passed_to("norm2"), "y": returned_by("ff"), "gate": _table("gate_mlp"), "idx": _IDX},
-    RESULT,
-)
+NORM1_MODULATE = _normed("norm1", "msa", argument("hidden_states"), passed_to("attn"))
+MODULATE_MSA = Expression("modulation (msa)", {"normed": returned_by("norm1"), **_modulation("msa")}, passed_to("attn"))
+GATE_RESIDUAL_MSA = _gated("msa", argument("hidden_states"), returned_by("attn"), passed_to("norm2"))
+NORM2_MODULATE = _normed("norm2", "mlp", passed_to("norm2"), passed_to("ff"))
+GATE_RESIDUAL_MLP = _gated("mlp", passed_to("norm2"), returned_by("ff"), RESULT)
 
 
 @dataclass
