@@ -94,7 +94,8 @@ def norm_modulate(t: dict[str, torch.Tensor]) -> torch.Tensor:
 def modulate(normed: torch.Tensor, t: dict[str, torch.Tensor]) -> torch.Tensor:
     """The block's msa modulation of a normalised (S, H) row block by the case's tables, as
     ``MiniMaxH3TransformerBlock.forward`` performs it on ``norm1``'s output (bitwise). The other
-    norm_modulate candidates built from a library norm modulate with it."""
+    norm_modulate candidates built from a library norm modulate with it, so they need diffusers'
+    MiniMax-H3 module too (without it they raise ModuleNotFoundError, which the report records)."""
     return run_expression(_block(), MODULATE_MSA, t | {"normed": normed})
 
 
