@@ -52,6 +52,8 @@ fresh output in place, and gates into the residual:
   engine's runtime to import. Which kernel served is read by wrapping the model module's kernel
   names while the dispatcher runs: ``source`` names what served a one-row probe of the op's dtypes
   on the run's device (or "the eager fallback"), and a case served otherwise fails, naming both.
+  The wrapping, and building the model's norm around w, add a few microseconds of Python to each
+  call, which their latency includes.
 - Not here: ``indexed_scale_shift_fp32_`` and ``indexed_gate_fp32(_)`` take FP32 tables (INT8
   checkpoints keep the AdaLN tables in FP32) and round once; the ops draw BF16 tables and their
   references compute at BF16, so these need ops with FP32 tables and references for them, which do
