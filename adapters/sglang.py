@@ -28,19 +28,55 @@ removes them. On sm_90+, bf16 mm goes to DeepGEMM when ``deep_gemm`` imports and
 SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_DEEPGEMM is "1" (SGLang's default, read at import): the
 ``sglang`` and ``sglang_ieee`` modes set it to "0" (the Triton persistent matmul), and
 ``sglang_deepgemm`` sets "1" and refuses where DeepGEMM would not be used.
+
+MiniMax-H3's own kernels (SGLang >= 0.5.23, from ``sglang.kernels.ops.diffusion``, the engine's
+only supported import surface; Triton, so CUDA only, and forward only: they write into a buffer
+with no autograd function around them). The H3 DiT (``sglang/multimodal_gen/runtime/models/dits/
+minimax_h3.py``) norms with ``nn.RMSNorm(H, eps, dtype=bf16)`` (its ``_norm``), then modulates that
+fresh output in place, and gates into the residual:
+- ``sglang_indexed_scale_shift`` (norm_modulate): ``F.rms_norm`` (what ``nn.RMSNorm.forward``
+  calls: the model's norm and diffusers' ``norm1`` alike), then ``indexed_scale_shift_bf16_(normed,
+  sh, sc, idx)`` in place on that output, as the model composes them at its default quality. The
+  kernel rounds ``1 + scale`` to BF16, then ``x * that``, then adds shift, to copy eager aten.
+- ``sglang_rmsnorm_indexed_scale_shift`` (norm_modulate): ``rmsnorm_indexed_scale_shift(x, w, sh,
+  sc, idx, eps)``, the fused norm + modulation (one FP32 pass, one rounding) the model runs at
+  quality lossless/high. Where the engine's guard ``can_use_rmsnorm_indexed_scale_shift`` refuses
+  the tensors, the case fails with that refusal (the model would fall back to the unfused path).
+  No ``accepts=`` hook: the guard needs tensors on the run's device, which meta tensors are not.
+- ``sglang_indexed_gate`` (gate_residual): ``indexed_gate_bf16(res, gate, y, idx)``, out of place.
+- The dispatchers the model calls, as they pick a kernel from dtype, device, contiguity and
+  strides, with an eager fallback: ``sglang_modulate_rmsnorm_scale_shift`` (``fused=False``: the
+  model's ``norm1(x)`` then ``_modulate_scale_shift``), ``sglang_modulate_rmsnorm_scale_shift_fused``
+  (``fused=True``) and ``sglang_modulate_gate`` (``allow_inplace=True``, on a copy of res: the
+  block's residual buffer is its own to overwrite). They import the model module, so they need the
+  engine's runtime to import. Which kernel served is read by wrapping the model module's kernel
+  names while the dispatcher runs: ``source`` names what served a one-row probe of the op's dtypes
+  on the run's device (or "the eager fallback"), and a case served otherwise fails, naming both.
+  The wrapping, and building the model's norm around w, add a few microseconds of Python to each
+  call, which their latency includes.
+- Not here: ``indexed_scale_shift_fp32_`` and ``indexed_gate_fp32(_)`` take FP32 tables (INT8
+  checkpoints keep the AdaLN tables in FP32) and round once; the ops draw BF16 tables and their
+  references compute at BF16, so these need ops with FP32 tables and references for them, which do
+  not exist yet. Upcasting the BF16 tables would audit a computation no reference defines.
+Under an SGLang without these kernels (0.5.10) each is unavailable naming the version and the
+missing name.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
+from typing import Callable
 
 import torch
 
 from adapters.diffusers import modulate
+from adapters.pytorch import torch_rms_norm
 from audit.core.candidates import candidate
+from audit.core.inputs import draw_inputs
 from audit.core.packages import import_problem, shipped_module, version
-from audit.core.ops import EPS
+from audit.core.ops import EPS, get_op
 from modes import SGLANG_DEEPGEMM
 
 # where fused_norm_scale_shift lives: 0.5.10, then the later layout
@@ -50,6 +86,18 @@ _KERNEL_MODULES = (
 )
 KERNEL = shipped_module(_KERNEL_MODULES)
 _MODE_MODULE = "sglang.srt.batch_invariant_ops"
+_H3_KERNELS = "sglang.kernels.ops.diffusion"
+_H3_MODEL = "sglang.multimodal_gen.runtime.models.dits.minimax_h3"
+# the kernels the model's dispatchers can call (its module-level names)
+_DISPATCHED = (
+    "indexed_scale_shift_bf16_",
+    "indexed_scale_shift_fp32_",
+    "rmsnorm_indexed_scale_shift",
+    "indexed_gate_bf16",
+    "indexed_gate_bf16_",
+    "indexed_gate_fp32",
+    "indexed_gate_fp32_",
+)
 
 
 @candidate(
@@ -102,6 +150,138 @@ def _token_rows(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
 )
 def sglang_bi_rmsnorm(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return modulate(_mode_module().rms_norm_batch_invariant(t["x"], t["w"], EPS), t)
+
+
+def _h3_kernel(name: str):
+    return getattr(importlib.import_module(_H3_KERNELS), name)
+
+
+def _h3_source(what: str):
+    return lambda mode, device: f"SGLang {version('sglang')} {_H3_KERNELS}.{what} (Triton; forward only)"
+
+
+def _h3_meta(kernel: str, *, op: str) -> dict:
+    return dict(ops=(op,), grads=(), requires=(f"{_H3_KERNELS}:{kernel}",), cuda_only=True)
+
+
+@candidate(
+    "sglang_indexed_scale_shift",
+    source=_h3_source("indexed_scale_shift_bf16_ in place after F.rms_norm (nn.RMSNorm's forward)"),
+    **_h3_meta("indexed_scale_shift_bf16_", op="norm_modulate"),
+)
+def sglang_indexed_scale_shift(t: dict[str, torch.Tensor]) -> torch.Tensor:
+    return _h3_kernel("indexed_scale_shift_bf16_")(torch_rms_norm(t), t["sh"], t["sc"], t["idx"])
+
+
+@candidate(
+    "sglang_rmsnorm_indexed_scale_shift",
+    source=_h3_source("rmsnorm_indexed_scale_shift where can_use_rmsnorm_indexed_scale_shift accepts"),
+    **_h3_meta("rmsnorm_indexed_scale_shift", op="norm_modulate"),
+)
+def sglang_rmsnorm_indexed_scale_shift(t: dict[str, torch.Tensor]) -> torch.Tensor:
+    x, w, sh, sc, idx = t["x"], t["w"], t["sh"], t["sc"], t["idx"]
+    if not _h3_kernel("can_use_rmsnorm_indexed_scale_shift")(x, w, sh, sc, idx):
+        shapes = ", ".join(f"{n} {tuple(v.shape)} {v.dtype}" for n, v in t.items())
+        raise ValueError(
+            f"SGLang {version('sglang')} can_use_rmsnorm_indexed_scale_shift refuses {shapes} on {x.device} "
+            "(the model then runs nn.RMSNorm and _modulate_scale_shift)"
+        )
+    return _h3_kernel("rmsnorm_indexed_scale_shift")(x, w, sh, sc, idx, EPS)
+
+
+@candidate(
+    "sglang_indexed_gate",
+    source=_h3_source("indexed_gate_bf16 (out of place)"),
+    **_h3_meta("indexed_gate_bf16", op="gate_residual"),
+)
+def sglang_indexed_gate(t: dict[str, torch.Tensor]) -> torch.Tensor:
+    return _h3_kernel("indexed_gate_bf16")(t["res"], t["gate"], t["y"], t["idx"])
+
+
+Dispatch = Callable[[object, dict[str, torch.Tensor]], torch.Tensor]  # (model module, inputs) -> output
+
+
+def _model_norm(model, w: torch.Tensor) -> torch.nn.Module:
+    """The model's own norm (``_norm``: ``nn.RMSNorm(H, eps, dtype=bf16)``) holding ``w`` as its weight."""
+    norm = model._norm(w.shape[0], eps=EPS)
+    norm.weight = torch.nn.Parameter(w, requires_grad=False)
+    return norm
+
+
+def _dispatched(call: Dispatch, t: dict[str, torch.Tensor]) -> tuple[torch.Tensor, str]:
+    """``call``'s output and the model's kernels it served with (" + "-joined), or "the eager
+    fallback" where it called none: the model module's kernel names are wrapped while it runs."""
+    model = importlib.import_module(_H3_MODEL)
+    served: list[str] = []
+    originals = {name: getattr(model, name) for name in _DISPATCHED}
+
+    def recording(name: str, kernel):
+        def record(*args, **kwargs):
+            served.append(name)
+            return kernel(*args, **kwargs)
+
+        return record
+
+    for name, kernel in originals.items():
+        setattr(model, name, recording(name, kernel))
+    try:
+        out = call(model, t)
+    finally:
+        for name, kernel in originals.items():
+            setattr(model, name, kernel)
+    return out, " + ".join(served) or "the eager fallback"
+
+
+@functools.cache
+def _probed(op: str, call: Dispatch, device: torch.device) -> str:
+    """What ``call`` serves a one-row case of ``op`` with on ``device``."""
+    return _dispatched(call, {n: v.to(device) for n, v in draw_inputs(get_op(op), 1, seed=1).items()})[1]
+
+
+def _dispatcher(name: str, dispatcher: str, op: str, call: Dispatch) -> None:
+    """Register ``call`` of the model's ``dispatcher`` as candidate ``name`` of ``op``: its source
+    names the branch a one-row probe took, and a case that takes another fails."""
+
+    def source(mode: str, device: torch.device) -> str:
+        return (
+            f"SGLang {version('sglang')} {_H3_MODEL}.{dispatcher}: served by {_probed(op, call, device)} "
+            f"for a one-row probe on {device.type} (forward only)"
+        )
+
+    def forward(t: dict[str, torch.Tensor]) -> torch.Tensor:
+        out, served = _dispatched(call, t)
+        probed = _probed(op, call, next(iter(t.values())).device)
+        if served != probed:
+            raise RuntimeError(f"{dispatcher} served {served} for this case, not {probed} as its source says")
+        return out
+
+    candidate(name, ops=(op,), source=source, grads=(), requires=(f"{_H3_MODEL}:{dispatcher}",))(forward)
+
+
+def _rmsnorm_scale_shift(fused: bool) -> Dispatch:
+    def call(model, t: dict[str, torch.Tensor]) -> torch.Tensor:
+        norm = _model_norm(model, t["w"])
+        return model._modulate_rmsnorm_scale_shift(
+            t["x"], norm, t["sh"], t["sc"], t["idx"], dtype=torch.bfloat16, fused=fused
+        )
+
+    return call
+
+
+def _gate(model, t: dict[str, torch.Tensor]) -> torch.Tensor:
+    return model._modulate_gate(t["res"].clone(), t["gate"], t["y"], t["idx"], dtype=torch.bfloat16)
+
+
+_dispatcher(
+    "sglang_modulate_rmsnorm_scale_shift", "_modulate_rmsnorm_scale_shift", "norm_modulate", _rmsnorm_scale_shift(False)
+)
+_dispatcher(
+    "sglang_modulate_rmsnorm_scale_shift_fused",
+    "_modulate_rmsnorm_scale_shift",
+    "norm_modulate",
+    _rmsnorm_scale_shift(True),
+)
+_dispatcher("sglang_modulate_gate", "_modulate_gate", "gate_residual", _gate)
 
 
 def _deepgemm_routes() -> bool:

@@ -34,7 +34,8 @@ class Candidate:
     forward: Forward = field(repr=False)
     source: Callable[[str, torch.device], str] = field(repr=False)  # (mode, device) -> what ran
     grads: tuple[str, ...] | None = None  # None: every gradient the op defines
-    requires: tuple[str, ...] = ()  # importable modules, checked before the candidate runs
+    requires: tuple[str, ...] = ()  # importable modules, or ``module:name`` for a name one must
+    # provide (``audit.core.packages.import_problem``), checked before the candidate runs
     cuda_only: bool = False
     min_capability: tuple[int, int] | None = None
     all_modes: bool = False  # runs under every mode as name[mode]; otherwise in ``mode`` only

@@ -16,6 +16,7 @@ LIBRARIES = (
     "triton",
     "diffusers",
     "vllm",
+    "vllm-omni",  # its MiniMax-H3 kernels
     "flashinfer-python",
     "sglang",
     "nvidia-cutlass-dsl",  # SGLang's CuTe-DSL kernels
@@ -50,13 +51,28 @@ def error_text(exc: BaseException) -> str:
     return bounded(f"{type(exc).__name__}: {exc}".strip())
 
 
-def import_problem(module: str) -> str | None:
-    """Why ``module`` cannot be imported here (None when it imports)."""
+def import_problem(requirement: str) -> str | None:
+    """Why ``requirement`` cannot be used here (None when it can): a module that must import, or
+    ``module:name``, a module that must import and provide ``name`` (a lazy export is resolved, so
+    what it imports must import too). Where the installed package lacks the module or the name, the
+    reason says so with its version: ``sglang 0.5.10.post1 has no sglang.kernels.ops.diffusion.
+    indexed_gate_bf16``; any other failure is ``import MODULE failed: Type: message``."""
+    module, _, name = requirement.partition(":")
     top = module.split(".")[0]
     if importlib.util.find_spec(top) is None:
         return f"{top} is not installed"
+    lacks = f"{top} {version(top) or '(version unknown)'} has no {module}{'.' + name if name else ''}"
     try:
-        importlib.import_module(module)
+        imported = importlib.import_module(module)
+        if name:
+            if name not in dir(imported):
+                return lacks
+            getattr(imported, name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing.startswith(f"{top}.") and f"{module}.".startswith(f"{missing}."):
+            return lacks
+        return f"import {module} failed: {error_text(exc)}"
     except Exception as exc:  # any failure to import makes the candidate unavailable, with the text
         return f"import {module} failed: {error_text(exc)}"
     return None
