@@ -36,8 +36,11 @@ class View:
 
 @dataclass
 class Cell:
+    """A table cell; ``comparison``: the comparison it shows, when it shows one (``cmp_cell``)."""
+
     text: str
     status: CellStatus = "plain"
+    comparison: Cmp | None = None
 
 
 def unavailable_cell(reason: str) -> Cell:
@@ -46,24 +49,28 @@ def unavailable_cell(reason: str) -> Cell:
 
 @dataclass
 class Section:
+    """A title, a note and a table (none without ``columns``); ``verdicts``: it is the verdict
+    table (``verdict_section``), not a detail table."""
+
     title: str
     note: str = ""
     columns: list[str] = field(default_factory=list)
     rows: list[list[Cell]] = field(default_factory=list)
+    verdicts: bool = False
 
 
 def cmp_cell(c: Cmp) -> Cell:
     """One comparison: equal (with its element count), what differs, or the error."""
     if c.error:
-        return Cell(f"error: {c.error}", "bad")
+        return Cell(f"error: {c.error}", "bad", c)
     if c.equal:
-        return Cell(f"equal ({c.numel:,})", "nd" if c.repeatable is False else "ok")
+        return Cell(f"equal ({c.numel:,})", "nd" if c.repeatable is False else "ok", c)
     text = f"{c.differ:,}/{c.numel:,} differ, max {c.max_abs:.3g}"
     if c.ulp_max is not None:
         text += f", {c.ulp_max:,} ulp"
     if c.repeatable is False:
-        return Cell(f"nondeterministic: {text}; runs differ in {c.repeat_differ:,}", "nd")
-    return Cell(text, "bad")
+        return Cell(f"nondeterministic: {text}; runs differ in {c.repeat_differ:,}", "nd", c)
+    return Cell(text, "bad", c)
 
 
 def shown_verdicts(found: list[Verdict], statuses: Mapping[str, Status], view: View) -> list[Verdict]:
@@ -84,7 +91,7 @@ def verdict_section(
     unavailable ones last with their install hints; ``by_mode``: the first column is the mode
     (prior art), not the candidate and its reference."""
     columns = ["mode", "candidate", "verdict", "detail"] if by_mode else ["candidate", "vs", "verdict", "detail"]
-    section = Section("verdicts", columns=columns)
+    section = Section("verdicts", columns=columns, verdicts=True)
     for v in shown_verdicts(found, statuses, view):
         lead = v.mode if by_mode else v.candidate
         second = v.candidate if by_mode else (v.reference or "every reference")
