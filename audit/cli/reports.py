@@ -13,10 +13,11 @@ from rich.markup import escape
 from audit.cli import checks
 from audit.cli.app import app, console, err
 from audit.cli.options import Format, FormatOpt, MaxSizeOpt
+from reports.hints import install_hint
 from reports.io import MAX_REPORT_MB
 from reports.kinds import kind_names
 
-PLOT_INSTALL = "pip install '.[plot]'"
+PLOT_INSTALL = install_hint("matplotlib is not installed")
 
 
 def _load_or_exit(path: Path, max_size: float):
@@ -37,8 +38,9 @@ def plot(
     max_size: MaxSizeOpt = MAX_REPORT_MB,
 ) -> None:
     """Draw a report (needs matplotlib: pip install '.[plot]'). Prior-art: latency against rows
-    (log-log), error against FP64, and each implementation's verdict. Bitwise: a candidate x case
-    grid coloured by how many elements differ."""
+    (log-log), error against FP64, and each implementation's verdict. Bitwise: per pair of
+    candidates, the output and each gradient by case, coloured by the share of elements that
+    differ; chain replay: per stage, the share that differs and the error against FP64."""
     report = _load_or_exit(file, max_size)
     try:
         from reports.plot import plot_report
