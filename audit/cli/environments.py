@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -11,6 +11,12 @@ from rich.table import Table
 from audit.cli import checks
 from audit.cli.app import app, console
 from audit.cli.options import ConfigOpt, Device, EnvOpt, ModeEnvOpt, TimeoutOpt
+
+if TYPE_CHECKING:
+    import torch
+
+    from audit.parent.interpreters import Environments
+    from reports.tables import Cell, Section
 
 PROBE_TIMEOUT_S = 360.0  # an environment's probe, which imports every adapter there
 
@@ -92,7 +98,7 @@ def list_(
     console.print(draw_rich(list_sections(checks.device(device), envs, timeout=timeout)))
 
 
-def list_sections(dev, envs, *, timeout: float) -> list:
+def list_sections(dev: torch.device, envs: Environments, *, timeout: float) -> list[Section]:
     """What ``audit list`` prints, as ``reports.tables`` sections: ops (with the cases a run on
     ``dev`` uses), candidates and modes, each with whether it can run and, if not, why."""
     from audit.core.ops import OPS
@@ -102,12 +108,8 @@ def list_sections(dev, envs, *, timeout: float) -> list:
     ops = Section(f"ops (device: {dev})", columns=["op", "kind", "what", "cases", "references"])
     for spec in OPS.values():
         cases = spec.cpu_cases if dev.type == "cpu" else spec.cases
-        ops.rows.append(
-            [
-                Cell(t)
-                for t in (spec.name, spec.kind, spec.summary, " ".join(map(str, cases)), ", ".join(spec.references))
-            ]
-        )
+        texts = (spec.name, spec.kind, spec.summary, " ".join(map(str, cases)), ", ".join(spec.references))
+        ops.rows.append([Cell(t) for t in texts])
     cands = Section("candidates (in this interpreter)", columns=["op", "candidate", "modes", "grads", "available here"])
     cands.rows = [
         [Cell(c.op), Cell(c.name), Cell(c.modes), Cell(c.grads), _available(c.unavailable)]
@@ -127,7 +129,8 @@ def list_sections(dev, envs, *, timeout: float) -> list:
     return [ops, cands, modes]
 
 
-def _available(reason: str | None):
+def _available(reason: str | None) -> Cell:
+    """``yes``, or ``no:`` with the reason and the install hint where an extra brings what is missing."""
     from reports.hints import install_hint
     from reports.tables import Cell
 
