@@ -16,7 +16,7 @@ from rich.console import Console
 from reports.io import load_report
 from reports.kinds import kind_names
 from reports.render import draw_rich, sections
-from reports.tables import Section
+from reports.tables import Cell, Section
 from tests.helpers import FIXTURES, REPO
 
 WIDTHS = (80, 120)
@@ -95,22 +95,27 @@ def test_a_report_keeps_every_cell(path, width):
     assert_every_cell_shown(drawn, render(drawn, width), width)
 
 
+LIST_SECTIONS = """
+import dataclasses, json, torch
+from audit.cli import checks
+from audit.cli.environments import PROBE_TIMEOUT_S, list_sections
+checks.load_adapters()
+drawn = list_sections(torch.device("cpu"), checks.environments(None, None, None), timeout=PROBE_TIMEOUT_S)
+print(json.dumps([dataclasses.asdict(s) for s in drawn]))
+"""  # in a fresh process, as audit list runs: the candidates other tests register here are not there
+
+
+def run_here(*args: str, width: int) -> str:
+    env = {**os.environ, "COLUMNS": str(width)}
+    done = subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 def test_audit_list_keeps_every_cell(width):
-    import torch
-
-    from audit.cli import checks
-    from audit.cli.environments import PROBE_TIMEOUT_S, list_sections
-
-    checks.load_adapters()
-    drawn = list_sections(torch.device("cpu"), checks.environments(None, None, None), timeout=PROBE_TIMEOUT_S)
-    done = subprocess.run(
-        [sys.executable, "-m", "audit", "list", "--device", "cpu"],
-        cwd=REPO,
-        env={**os.environ, "COLUMNS": str(width)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    assert_every_cell_shown(drawn, done.stdout, width)
+    drawn = [
+        Section(**{**s, "rows": [[Cell(**c) for c in row] for row in s["rows"]]})
+        for s in json.loads(run_here("-c", LIST_SECTIONS, width=width))
+    ]
+    assert_every_cell_shown(drawn, run_here("-m", "audit", "list", "--device", "cpu", width=width), width)
