@@ -1,16 +1,18 @@
 """Pictures of reports (matplotlib, the ``plot`` extra).
 
 Prior-art: latency against rows (log-log), error against FP64 (bars), and each implementation's
-verdict (green invariant, red not). Bitwise: a candidate x case grid per reference: green where
-every bit is equal, otherwise coloured on a log scale by the fraction of elements (output and
-gradients together) whose bits differ, so any difference shows; candidates and cases that could
-not run are grey, their reasons listed below the grid. Chain replay: per mode and
+verdict (green invariant, red not). Bitwise: per pair of candidates (each pair once, titled with
+its verdict) a grid of the output and each gradient by case: green where every bit is equal,
+otherwise coloured by the share of elements whose bits differ (pale yellow for a few, dark red
+for all: 2 % and 98 % look different), magenta where a side did not repeat its own bits, grey
+where nothing was compared, with the reasons listed below the grids. Chain replay: per mode and
 length, the fraction of each stage's output whose bits differ from the provider's (chained and
 isolated) and each stage's error against FP64 (provider and candidate chain), on log scales.
 """
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,13 +21,16 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.cm import ScalarMappable  # noqa: E402
-from matplotlib.colors import LinearSegmentedColormap, LogNorm  # noqa: E402
+from matplotlib.colors import LinearSegmentedColormap, PowerNorm, to_rgb  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import PercentFormatter  # noqa: E402
 
-from .bitwise import BitwiseReport  # noqa: E402
+from .bitwise import BitwiseReport, pairs, verdicts  # noqa: E402
 from .chain import ChainMode, ChainReplay, ChainReport  # noqa: E402
 from .kinds import Report, kind_of  # noqa: E402
 from .prior_art import PriorArtCandidate  # noqa: E402
-from .schema import Unavailable  # noqa: E402
+from .schema import CaseComparison, Unavailable  # noqa: E402
 
 GREEN, RED, GREY = "#2e7d32", "#c62828", "#9e9e9e"
 
@@ -89,93 +94,144 @@ def plot_prior_art(report, path: Path) -> None:
     plt.close(fig)
 
 
-EQUAL_TEXT = "equal"
-DIFFER = LinearSegmentedColormap.from_list("differ", ["#fdd835", "#fb8c00", RED])  # never green
-FRACTION_FLOOR = 1e-9  # the log colour scale starts here; any smaller fraction gets its colour
+ND = "#8e24aa"  # not repeatable: magenta, as in the tables
+DIFFER = LinearSegmentedColormap.from_list("differ", ["#fff176", "#fb8c00", "#b71c1c"])  # never green
+SHARE = PowerNorm(0.5, 0.0, 1.0)  # fraction of elements differing -> colour: 2 % and 98 % far apart
 
 
-@dataclass
+@dataclass(frozen=True)
 class GridCell:
-    """One candidate x case cell: ``fraction`` of elements whose bits differ (0.0: equal), or
-    None with the ``reason`` it could not run."""
+    """One tensor in one case: ``fraction`` of its elements whose bits differ (0.0: equal) and
+    whether each side repeated its bits (``repeatable``, None: not checked), or ``fraction`` None
+    with the ``reason`` it was not compared."""
 
     fraction: float | None
     differ: int = 0
+    repeatable: bool | None = None
     reason: str = ""
 
 
-def bitwise_grids(report: BitwiseReport) -> dict[str, dict[str, dict[str, GridCell]]]:
-    """reference -> candidate -> case -> cell. A candidate that is unavailable as a whole is in
-    every reference's grid, each of its cells carrying its reason."""
-    refs = sorted({vs for r in report.results.values() for vs in (getattr(r, "__pydantic_extra__", None) or {})})
-    grids: dict[str, dict[str, dict[str, GridCell]]] = {vs: {} for vs in refs}
-    for name, result in report.results.items():
-        if isinstance(result, Unavailable):
-            for vs in refs:
-                grids[vs][name] = {str(c): GridCell(None, reason=result.unavailable) for c in report.cases}
-            continue
-        for vs, cases in (result.__pydantic_extra__ or {}).items():
-            row = grids[vs].setdefault(name, {})
-            for case, c in cases.items():
-                if isinstance(c, Unavailable):
-                    row[case] = GridCell(None, reason=c.unavailable)
-                    continue
-                cmps = [*c.out, *c.grads.values()]
-                differ = sum(x.differ for x in cmps)
-                row[case] = GridCell(differ / max(1, sum(x.numel for x in cmps)), differ)
+@dataclass(frozen=True)
+class PairGrid:
+    """One pair of candidates (each pair once), its verdict, and a tensor x case grid of cells."""
+
+    candidate: str
+    reference: str
+    verdict: str
+    tensors: list[str]
+    cases: list[str]
+    cells: dict[tuple[str, str], GridCell]  # (tensor, case) -> cell
+
+
+def bitwise_grids(report: BitwiseReport) -> list[PairGrid]:
+    """A grid per compared pair (``bitwise.pairs``), with its verdict (``bitwise.verdicts``): the
+    output and each gradient in their own rows, one column per case of the report."""
+    decided = {(v.candidate, v.reference): v.verdict for v in verdicts(report)}
+    cases = [str(c) for c in report.cases]
+    grids = []
+    for name, ref, found in pairs(report):
+        ran = {case: c.by_tensor() for case, c in found.items() if isinstance(c, CaseComparison)}
+        tensors = list(dict.fromkeys(t for case in cases if case in ran for t in ran[case])) or ["out"]
+        cells = {}
+        for case in cases:
+            result = found.get(case)
+            for t in tensors:
+                if isinstance(result, Unavailable):
+                    cells[(t, case)] = GridCell(None, reason=result.unavailable)
+                elif result is None or t not in ran[case]:
+                    cells[(t, case)] = GridCell(None, reason="not compared")
+                else:
+                    c = ran[case][t]
+                    cells[(t, case)] = GridCell(c.differ / max(1, c.numel), c.differ, c.repeatable)
+        grids.append(PairGrid(name, ref, decided[(name, ref)], tensors, cases, cells))
     return grids
 
 
 def cell_colour(cell: GridCell) -> str | tuple:
-    """Green only for equal, grey for unavailable; any difference, however small, on a log scale
-    from yellow (a fraction of 1e-9 or less) to red (every element)."""
+    """Grey: not compared; magenta: not repeatable; green: every bit equal; any difference, however
+    small, from pale yellow (a few elements) to dark red (every element), on a square-root scale."""
     if cell.fraction is None:
         return GREY
+    if cell.repeatable is False:
+        return ND
     if cell.fraction == 0:
         return GREEN
-    return DIFFER(LogNorm(FRACTION_FLOOR, 1.0, clip=True)(max(cell.fraction, FRACTION_FLOOR)))
+    return DIFFER(SHARE(cell.fraction))
 
 
-def _cell_text(cell: GridCell) -> str:
+def cell_text(cell: GridCell) -> str:
+    """What a cell says: ``n/a``, ``equal``, or how many elements differ and their share; a
+    non-repeatable cell says so first."""
     if cell.fraction is None:
         return "n/a"
-    return EQUAL_TEXT if cell.fraction == 0 else f"{cell.differ:,} differ\n({cell.fraction:.2g})"
+    share = f"{100 * cell.fraction:.2f} %" if cell.fraction >= 1e-4 else f"{100 * cell.fraction:.1g} %"
+    said = "equal" if cell.fraction == 0 else f"{cell.differ:,} differ\n{share}"
+    return f"not repeatable\n{said}" if cell.repeatable is False else said
+
+
+def _ink(colour) -> str:
+    r, g, b = to_rgb(colour)
+    return "white" if 0.299 * r + 0.587 * g + 0.114 * b < 0.5 else "black"
+
+
+def _reasons(report: BitwiseReport, grids: list[PairGrid]) -> list[str]:
+    """Why each unavailable candidate, and each pair's n/a cells, did not compare, one line each."""
+    lines = [f"{n}: {r.unavailable}" for n, r in report.results.items() if isinstance(r, Unavailable)]
+    for g in grids:
+        for why in dict.fromkeys(c.reason for c in g.cells.values() if c.fraction is None):
+            where = ", ".join(case for case in g.cases if any(g.cells[(t, case)].reason == why for t in g.tensors))
+            lines.append(f"{g.candidate} vs {g.reference}, case {where}: {why}")
+    return [textwrap.shorten(" ".join(line.split()), 400) for line in lines]
+
+
+def draw_bitwise(report: BitwiseReport) -> Figure:
+    """The figure ``plot_bitwise`` saves: a tensor x case grid per pair, titled with its verdict,
+    two grids a row beyond three pairs; below, why what is grey did not compare."""
+    grids = bitwise_grids(report)
+    across = 1 if len(grids) <= 3 else 2
+    down = max(1, -(-len(grids) // across))
+    heights = [
+        0.42 * max((len(g.tensors) for g in grids[r * across : (r + 1) * across]), default=1) + 0.9 for r in range(down)
+    ]
+    reasons = [wrapped for line in _reasons(report, grids) for wrapped in textwrap.wrap(line, 70 * across)]
+    cases = [str(c) for c in report.cases]
+    fig = plt.figure(figsize=(1.6 * len(cases) * across + 2.5, sum(heights) + 0.13 * len(reasons) + 1.6))
+    fig.set_layout_engine("constrained")
+    rows = fig.add_gridspec(2, 1, height_ratios=[sum(heights), 0.13 * len(reasons) + 0.01])
+    axes = rows[0].subgridspec(down, across, height_ratios=heights).subplots(squeeze=False).ravel()
+    for ax, g in zip(axes, grids):
+        for i, t in enumerate(g.tensors):
+            for j, case in enumerate(g.cases):
+                cell = g.cells[(t, case)]
+                colour = cell_colour(cell)
+                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor=colour, edgecolor="white"))
+                ax.text(j, i, cell_text(cell), ha="center", va="center", fontsize=6.5, color=_ink(colour))
+        ax.set_xlim(-0.5, len(g.cases) - 0.5)
+        ax.set_ylim(len(g.tensors) - 0.5, -0.5)
+        ax.set_xticks(range(len(g.cases)), g.cases, fontsize=8)
+        ax.set_yticks(range(len(g.tensors)), g.tensors, fontsize=8)
+        ax.set_xlabel("case (rows)", fontsize=8)
+        ax.set_title(f"{g.candidate} vs {g.reference}: {g.verdict}", fontsize=9)
+    for ax in axes[len(grids) :]:
+        ax.set_axis_off()
+    note = fig.add_subplot(rows[1])
+    note.set_axis_off()
+    if reasons:
+        note.text(
+            0, 1, "not compared (grey, or no grid):\n" + "\n".join(reasons), fontsize=7, va="top", color="#616161"
+        )
+    scale = fig.colorbar(ScalarMappable(SHARE, DIFFER), ax=list(axes), shrink=0.8)
+    scale.set_label("share of elements whose bits differ", fontsize=8)
+    scale.ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    keys = [Patch(color=GREEN, label="equal"), Patch(color=ND, label="not repeatable"), Patch(color=GREY, label="n/a")]
+    fig.legend(handles=keys, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+    fig.suptitle(f"{report.op}: bitwise, output and each gradient, on {report.environment.gpu or 'CPU'}", fontsize=10)
+    return fig
 
 
 def plot_bitwise(report: BitwiseReport, path: Path) -> None:
-    grids = bitwise_grids(report)
-    cases = [str(c) for c in report.cases]
-    reasons = sorted(
-        {
-            " ".join(f"{name}: {cell.reason}".split())[:160]
-            for cands in grids.values()
-            for name, row in cands.items()
-            for cell in row.values()
-            if cell.fraction is None
-        }
-    )
-    fig, axes = plt.subplots(
-        1, max(1, len(grids)), figsize=(6 * max(1, len(grids)), 1.5 + 0.5 * len(report.results)), squeeze=False
-    )
-    for ax, (vs, cands) in zip(axes[0], grids.items()):
-        names = sorted(cands)
-        for i, name in enumerate(names):
-            for j, case in enumerate(cases):
-                cell = cands[name].get(case, GridCell(None, reason="not run"))
-                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, color=cell_colour(cell)))
-                ax.text(j, i, _cell_text(cell), ha="center", va="center", fontsize=7)
-        ax.set_xlim(-0.5, len(cases) - 0.5)
-        ax.set_ylim(len(names) - 0.5, -0.5)
-        ax.set_xticks(range(len(cases)), cases)
-        ax.set_yticks(range(len(names)), names, fontsize=7)
-        ax.set_xlabel("case (rows)")
-        ax.set_title(vs)
-    scale = fig.colorbar(ScalarMappable(LogNorm(FRACTION_FLOOR, 1.0), DIFFER), ax=axes[0].tolist(), fraction=0.03)
-    scale.set_label("fraction of elements that differ (green: equal, grey: n/a)")
-    if reasons:
-        fig.text(0.01, 0.0, "n/a: " + "\n".join(reasons), fontsize=6, va="top", color="#616161")
-    fig.suptitle(f"{report.op}: elements whose bits differ, on {report.environment.gpu or 'CPU'}")
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    fig = draw_bitwise(report)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 

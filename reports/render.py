@@ -6,12 +6,14 @@ with a status: ``ok`` (bitwise equal / invariant, green), ``bad`` (differs, red)
 green) or ``na`` (unavailable, grey, with its reason).
 
 A report is drawn as its kind's sections (``reports.kinds``): its verdict table first, then the
-detail tables, each pair of candidates once. ``View`` narrows what is drawn.
+detail tables, each pair of candidates once. ``View`` narrows what is drawn. In the terminal no
+table is cropped at any width: one that does not fit side by side is drawn as one block per row.
 """
 
 from __future__ import annotations
 
-from rich.console import Console, Group
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -39,24 +41,70 @@ def _hidden_note(hidden: list[list[Cell]]) -> str:
     )
 
 
-def _table(s: Section) -> Table:
-    """A section as a rich table of at most TERMINAL_ROWS rows. A column is never narrower than its
-    longest word, so a number or a name is never broken across lines."""
-    shown, hidden = s.rows[:TERMINAL_ROWS], s.rows[TERMINAL_ROWS:]
-    note = "\n".join(n for n in (s.note, hidden and _hidden_note(hidden)) if n)
-    table = Table(
-        title=Text(s.title, style="bold"),
-        caption=Text(note, style="dim") if note else None,
-        title_justify="left",
-        caption_justify="left",
-    )
-    rows = [row + [Cell("")] * (len(s.columns) - len(row)) for row in shown]
-    for i, col in enumerate(s.columns):
-        longest = max((len(w) for text in [col, *(r[i].text for r in rows)] for w in text.split()), default=1)
-        table.add_column(col, overflow="fold", min_width=longest)
-    for row in rows:
-        table.add_row(*(Text(c.text, style=STYLE[c.status]) for c in row))
-    return table
+BORDER = 3  # columns each table column adds to its text: a border and one space either side
+
+
+def _fit(widest: list[int], narrowest: list[int], room: int) -> list[int] | None:
+    """Column widths that fill at most ``room``: each column its ``widest`` when all fit, else at
+    least its ``narrowest``, the rest shared in proportion to what each column lacks; None when
+    even the narrowest do not fit."""
+    if sum(widest) <= room:
+        return widest
+    spare = room - sum(narrowest)
+    if spare < 0:
+        return None
+    lacking = [w - n for w, n in zip(widest, narrowest)]
+    total = sum(lacking)
+    return [n + spare * lack // total for n, lack in zip(narrowest, lacking)]
+
+
+class _Fitted:
+    """A section at the console's width, nothing cropped: a table when its columns fit side by
+    side with no word broken, otherwise one block per row (each column's name beside its value,
+    the row's first cell heading the block). Cells wrap at spaces; only a word wider than the
+    blocks' value column (the console less the names) breaks, across lines."""
+
+    def __init__(self, section: Section) -> None:
+        self.section = section
+        self.shown = [row + [Cell("")] * (len(section.columns) - len(row)) for row in section.rows[:TERMINAL_ROWS]]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        s = self.section
+        yield Text(s.title, style="bold")
+        texts = [[col, *(row[i].text for row in self.shown)] for i, col in enumerate(s.columns)]
+        widest = [max(cell_len(line) for t in col for line in t.split("\n")) for col in texts]
+        words = [max((cell_len(w) for t in col for w in t.split()), default=0) for col in texts]
+        widths = _fit(widest, words, options.max_width - BORDER * len(s.columns) - 1)
+        yield self._table(widths) if widths else self._blocks(options.max_width)
+        hidden = s.rows[TERMINAL_ROWS:]
+        note = "\n".join(n for n in (s.note, hidden and _hidden_note(hidden)) if n)
+        if note:
+            yield Text(note, style="dim")
+
+    def _table(self, widths: list[int]) -> Table:
+        table = Table()
+        for col, width in zip(self.section.columns, widths):
+            table.add_column(col, overflow="fold", width=width)
+        for row in self.shown:
+            table.add_row(*(Text(c.text, style=STYLE[c.status]) for c in row))
+        return table
+
+    def _blocks(self, room: int) -> Table:
+        columns = self.section.columns
+        label = min(max(cell_len(c) for c in columns), room // 3)
+        table = Table(show_header=False)
+        table.add_column(overflow="fold", width=label)
+        values = [line for row in self.shown for c in row for line in c.text.split("\n")]
+        value = min(room - label - 2 * BORDER - 1, max(map(cell_len, values), default=1))
+        table.add_column(overflow="fold", width=max(1, value))
+        for row in self.shown:
+            lines = [(Text(columns[0], style="bold"), Text(row[0].text, style=f"bold {STYLE[row[0].status]}"))]
+            lines += [
+                (Text(col), Text(c.text, style=STYLE[c.status])) for col, c in zip(columns[1:], row[1:]) if c.text
+            ]
+            for i, line in enumerate(lines):
+                table.add_row(*line, end_section=i == len(lines) - 1)
+        return table
 
 
 def to_rich(report: Report, view: View = View()) -> Group:
@@ -64,6 +112,8 @@ def to_rich(report: Report, view: View = View()) -> Group:
 
 
 def draw_rich(drawn: list[Section]) -> Group:
+    """The sections for a console: a section without columns is its title and note; a table is
+    fitted to the console's width when printed (``_Fitted``)."""
     parts = []
     for s in drawn:
         if not s.columns:
@@ -71,7 +121,7 @@ def draw_rich(drawn: list[Section]) -> Group:
             if s.note:
                 parts.append(Text(s.note, style="dim"))
             continue
-        parts.append(_table(s))
+        parts.append(_Fitted(s))
     return Group(*parts)
 
 

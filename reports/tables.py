@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Mapping
 
+from .hints import install_hint
 from .schema import Cmp
 from .verdict import Status, Verdict
 
@@ -35,8 +36,11 @@ class View:
 
 @dataclass
 class Cell:
+    """A table cell; ``comparison``: the comparison it shows, when it shows one (``cmp_cell``)."""
+
     text: str
     status: CellStatus = "plain"
+    comparison: Cmp | None = None
 
 
 def unavailable_cell(reason: str) -> Cell:
@@ -45,39 +49,56 @@ def unavailable_cell(reason: str) -> Cell:
 
 @dataclass
 class Section:
+    """A title, a note and a table (none without ``columns``); ``verdicts``: it is the verdict
+    table (``verdict_section``), not a detail table."""
+
     title: str
     note: str = ""
     columns: list[str] = field(default_factory=list)
     rows: list[list[Cell]] = field(default_factory=list)
+    verdicts: bool = False
 
 
 def cmp_cell(c: Cmp) -> Cell:
     """One comparison: equal (with its element count), what differs, or the error."""
     if c.error:
-        return Cell(f"error: {c.error}", "bad")
+        return Cell(f"error: {c.error}", "bad", c)
     if c.equal:
-        return Cell(f"equal ({c.numel:,})", "nd" if c.repeatable is False else "ok")
+        return Cell(f"equal ({c.numel:,})", "nd" if c.repeatable is False else "ok", c)
     text = f"{c.differ:,}/{c.numel:,} differ, max {c.max_abs:.3g}"
     if c.ulp_max is not None:
         text += f", {c.ulp_max:,} ulp"
     if c.repeatable is False:
-        return Cell(f"nondeterministic: {text}; runs differ in {c.repeat_differ:,}", "nd")
-    return Cell(text, "bad")
+        return Cell(f"nondeterministic: {text}; runs differ in {c.repeat_differ:,}", "nd", c)
+    return Cell(text, "bad", c)
+
+
+def shown_verdicts(found: list[Verdict], statuses: Mapping[str, Status], view: View) -> list[Verdict]:
+    """The verdicts ``view`` keeps, in their order, the unavailable ones (status ``na``) last."""
+    kept = [v for v in found if view.keeps(v.candidate, v.reference)]
+    return sorted(kept, key=lambda v: statuses[v.verdict] == "na")
+
+
+def verdict_hint(v: Verdict, status: Status) -> str | None:
+    """How to install what an unavailable verdict (status ``na``) misses, where an extra brings it."""
+    return install_hint(v.detail) if status == "na" else None
 
 
 def verdict_section(
     found: list[Verdict], statuses: Mapping[str, Status], view: View, *, by_mode: bool = False
 ) -> Section:
-    """The decision table that comes first, each verdict coloured by its kind's ``statuses``;
-    ``by_mode``: the first column is the mode (prior art), not the candidate and its reference."""
+    """The decision table that comes first, each verdict coloured by its kind's ``statuses``,
+    unavailable ones last with their install hints; ``by_mode``: the first column is the mode
+    (prior art), not the candidate and its reference."""
     columns = ["mode", "candidate", "verdict", "detail"] if by_mode else ["candidate", "vs", "verdict", "detail"]
-    section = Section("verdicts", columns=columns)
-    for v in found:
-        if not view.keeps(v.candidate, v.reference):
-            continue
+    section = Section("verdicts", columns=columns, verdicts=True)
+    for v in shown_verdicts(found, statuses, view):
         lead = v.mode if by_mode else v.candidate
         second = v.candidate if by_mode else (v.reference or "every reference")
-        section.rows.append([Cell(lead or ""), Cell(second), Cell(v.verdict, statuses[v.verdict]), Cell(v.detail)])
+        status = statuses[v.verdict]
+        hint = verdict_hint(v, status)
+        detail = f"{v.detail} · install: {hint}" if hint else v.detail
+        section.rows.append([Cell(lead or ""), Cell(second), Cell(v.verdict, status), Cell(detail)])
     return section
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -11,6 +11,12 @@ from rich.table import Table
 from audit.cli import checks
 from audit.cli.app import app, console
 from audit.cli.options import ConfigOpt, Device, EnvOpt, ModeEnvOpt, TimeoutOpt
+
+if TYPE_CHECKING:
+    import torch
+
+    from audit.parent.interpreters import Environments
+    from reports.tables import Cell, Section
 
 PROBE_TIMEOUT_S = 360.0  # an environment's probe, which imports every adapter there
 
@@ -82,37 +88,53 @@ def list_(
     mode_env: ModeEnvOpt = None,
     timeout: TimeoutOpt = PROBE_TIMEOUT_S,
 ) -> None:
-    """Ops, candidates per op and modes, each with whether it can run here and, if not, why; a mode
-    mapped to another Python environment is judged in that environment."""
-    from audit.core.ops import OPS
-    from audit.parent.listing import candidate_lines, mode_lines
+    """Ops, candidates per op and modes, each with whether it can run here and, if not, why (and
+    the extra that installs what is missing); a mode mapped to another Python environment is
+    judged in that environment."""
+    from reports.render import draw_rich
 
     envs = checks.environments(config, env, mode_env)
     checks.load_adapters()
-    dev = checks.device(device)
-    ops = Table(title=f"ops (device: {dev})", title_justify="left")
-    for col in ("op", "kind", "what", "cases", "references"):
-        ops.add_column(col)
+    console.print(draw_rich(list_sections(checks.device(device), envs, timeout=timeout)))
+
+
+def list_sections(dev: torch.device, envs: Environments, *, timeout: float) -> list[Section]:
+    """What ``audit list`` prints, as ``reports.tables`` sections: ops (with the cases a run on
+    ``dev`` uses), candidates and modes, each with whether it can run and, if not, why."""
+    from audit.core.ops import OPS
+    from audit.parent.listing import candidate_lines, mode_lines
+    from reports.tables import Cell, Section
+
+    ops = Section(f"ops (device: {dev})", columns=["op", "kind", "what", "cases", "references"])
     for spec in OPS.values():
         cases = spec.cpu_cases if dev.type == "cpu" else spec.cases
-        ops.add_row(spec.name, spec.kind, escape(spec.summary), " ".join(map(str, cases)), ", ".join(spec.references))
-    console.print(ops)
-    cands = Table(title="candidates (in this interpreter)", title_justify="left")
-    for col in ("op", "candidate", "modes", "grads", "available here"):
-        cands.add_column(col, overflow="fold", no_wrap=col in ("op", "candidate"))
-    for c in candidate_lines(dev):
-        cands.add_row(c.op, c.name, c.modes, c.grads, _available(c.unavailable))
-    console.print(cands)
-    modes = Table(title="modes", title_justify="left")
-    lines = mode_lines(dev, envs, timeout=timeout)
-    widest = max(len(f"{k}={v}") for m in lines for k, v in m.variables.items())
-    for col in ("mode", "variables", "what", "runs in", "available there"):
-        modes.add_column(col, overflow="fold", no_wrap=col == "mode", min_width=widest if col == "variables" else None)
-    for m in lines:
-        variables = "\n".join(f"{k}={v}" for k, v in m.variables.items()) or "—"
-        modes.add_row(m.name, variables, m.summary, escape(m.runs_in), _available(m.unavailable))
-    console.print(modes)
+        texts = (spec.name, spec.kind, spec.summary, " ".join(map(str, cases)), ", ".join(spec.references))
+        ops.rows.append([Cell(t) for t in texts])
+    cands = Section("candidates (in this interpreter)", columns=["op", "candidate", "modes", "grads", "available here"])
+    cands.rows = [
+        [Cell(c.op), Cell(c.name), Cell(c.modes), Cell(c.grads), _available(c.unavailable)]
+        for c in candidate_lines(dev)
+    ]
+    modes = Section("modes", columns=["mode", "variables", "what", "runs in", "available there"])
+    modes.rows = [
+        [
+            Cell(m.name),
+            Cell("\n".join(f"{k}={v}" for k, v in m.variables.items()) or "—"),
+            Cell(m.summary),
+            Cell(m.runs_in),
+            _available(m.unavailable),
+        ]
+        for m in mode_lines(dev, envs, timeout=timeout)
+    ]
+    return [ops, cands, modes]
 
 
-def _available(reason: str | None) -> str:
-    return "[green]yes[/]" if reason is None else f"[grey50]no: {escape(reason)}[/]"
+def _available(reason: str | None) -> Cell:
+    """``yes``, or ``no:`` with the reason and the install hint where an extra brings what is missing."""
+    from reports.hints import install_hint
+    from reports.tables import Cell
+
+    if reason is None:
+        return Cell("yes", "ok")
+    hint = install_hint(reason)
+    return Cell(f"no: {reason}" + (f" · install: {hint}" if hint else ""), "na")

@@ -13,10 +13,11 @@ from rich.markup import escape
 from audit.cli import checks
 from audit.cli.app import app, console, err
 from audit.cli.options import AllowDifferentProblemOpt, AllowMissingOpt, Format, FormatOpt, MaxSizeOpt
+from reports.hints import install_hint
 from reports.io import MAX_REPORT_MB
 from reports.kinds import kind_names
 
-PLOT_INSTALL = "pip install '.[plot]'"
+PLOT_INSTALL = install_hint("matplotlib is not installed")
 
 
 def _load_or_exit(path: Path, max_size: float):
@@ -37,8 +38,9 @@ def plot(
     max_size: MaxSizeOpt = MAX_REPORT_MB,
 ) -> None:
     """Draw a report (needs matplotlib: pip install '.[plot]'). Prior-art: latency against rows
-    (log-log), error against FP64, and each implementation's verdict. Bitwise: a candidate x case
-    grid coloured by how many elements differ."""
+    (log-log), error against FP64, and each implementation's verdict. Bitwise: per pair of
+    candidates, the output and each gradient by case, coloured by the share of elements that
+    differ; chain replay: per stage, the share that differs and the error against FP64."""
     report = _load_or_exit(file, max_size)
     try:
         from reports.plot import plot_report
@@ -73,11 +75,15 @@ def show(
     max_size: MaxSizeOpt = MAX_REPORT_MB,
 ) -> None:
     """Render reports: the verdict table first (one line per candidate and reference, each pair
-    once), then the detail tables (bitwise: per case and tensor; prior-art: per mode)."""
+    once, unavailable ones last), then the detail tables (bitwise: per case and tensor; prior-art:
+    per mode). --format json prints one document for every file (its schema: audit schema --kind
+    verdicts): per report its path, kind, op, verdicts and detail tables."""
     from reports.kinds import kind_of
     from reports.render import View, print_report, to_markdown
+    from reports.show_json import ShowDocument, report_out
 
     view = View(only_differ=only_differ, candidate=candidate)
+    document = ShowDocument(reports=[])
     for path in files:
         report = _load_or_exit(path, max_size)
         if candidate is not None and candidate not in kind_of(report).candidates(report.root):
@@ -88,7 +94,9 @@ def show(
         elif format is Format.markdown:
             typer.echo(to_markdown(report, view))
         else:
-            typer.echo(report.model_dump_json(indent=2))
+            document.reports.append(report_out(str(path), report, view))
+    if format is Format.json:
+        typer.echo(document.model_dump_json(indent=2))
 
 
 @app.command()
@@ -156,16 +164,34 @@ def validate(
         raise typer.Exit(1)
 
 
+DOCUMENTS = {"verdicts": "audit show --format json", "diff": "audit diff --format json"}
+
+
 @app.command()
 def schema(
     kind: Annotated[
         Optional[str],
-        typer.Option(help=f"{', '.join(kind_names())}; default: any."),
+        typer.Option(
+            help=f"A report kind ({', '.join(kind_names())}), or the document of "
+            + ", ".join(f"{name} ({what})" for name, what in DOCUMENTS.items())
+            + "; default: any report."
+        ),
     ] = None,
 ) -> None:
-    """Print the JSON Schema generated from the report models."""
+    """Print the JSON Schema generated from the pydantic models: of a report, or of what show and
+    diff print with --format json."""
     from reports.kinds import json_schema
 
     if kind is not None:
-        checks.check_names("kind", [kind], kind_names())
-    typer.echo(json.dumps(json_schema(kind), indent=2))
+        checks.check_names("kind", [kind], [*kind_names(), *DOCUMENTS])
+    if kind == "verdicts":
+        from reports.show_json import ShowDocument
+
+        found = ShowDocument.model_json_schema()
+    elif kind == "diff":
+        from reports.diff import Diff
+
+        found = Diff.model_json_schema()
+    else:
+        found = json_schema(kind)
+    typer.echo(json.dumps(found, indent=2))
