@@ -189,9 +189,9 @@ def schema(
 
         found = ShowDocument.model_json_schema()
     elif kind == "diff":
-        from reports.diff import Diff
+        from reports.diff import diff_json_schema
 
-        found = Diff.model_json_schema()
+        found = diff_json_schema()
     else:
         found = json_schema(kind)
     typer.echo(json.dumps(found, indent=2))

@@ -433,3 +433,10 @@ def test_the_gate_fails_on_lost_coverage_unless_allowed(tmp_path):
     assert diff.count("lost") == 4 and why and "4 lost" in why[0]
     assert gate([new], [path], load_set(path), "regression", allow_missing=["diffusers"])[1] == []
     assert gate([new], [path], load_set(path), "none")[1] == []
+
+
+def test_schema_kind_diff_prints_the_schema_diff_json_is_checked_against():
+    from reports.diff import diff_json_schema
+
+    done = CliRunner().invoke(app, ["schema", "--kind", "diff"])
+    assert done.exit_code == 0 and json.loads(done.stdout) == diff_json_schema()

@@ -8,7 +8,6 @@ import pytest
 from typer.testing import CliRunner
 
 from audit.cli import app
-from reports.diff import Diff
 from reports.show_json import ShowDocument
 from tests.helpers import FIXTURES, REPO
 
@@ -32,10 +31,9 @@ def show_json(*args: str) -> dict:
 
 
 def test_the_printed_schema_is_the_models():
-    for kind, model in (("verdicts", ShowDocument), ("diff", Diff)):
-        done = CliRunner().invoke(app, ["schema", "--kind", kind])
-        assert done.exit_code == 0, done.output
-        assert json.loads(done.stdout) == model.model_json_schema()
+    done = CliRunner().invoke(app, ["schema", "--kind", "verdicts"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout) == ShowDocument.model_json_schema()
 
 
 def test_every_kind_in_one_document():
