@@ -21,6 +21,7 @@ from audit.cli.options import (
     QuietOpt,
     TimeoutOpt,
 )
+from audit.cli.sdpa import AttentionOpt, DeterministicOpt, setting
 from audit.cli.session import Work, execute, gate_for, report_paths
 from modes import MODES
 
@@ -55,6 +56,8 @@ def chain(
             "--backward", help="Also back-propagate a fixed gradient from norm_out and compare every stage's gradients."
         ),
     ] = False,
+    attention: AttentionOpt = None,
+    deterministic: DeterministicOpt = None,
     device: DeviceOpt = Device.auto,
     out: OutOpt = None,
     hidden: Annotated[
@@ -92,12 +95,16 @@ def chain(
     inherit = checks.inherited(inherit_env)
     gate = gate_for(baseline, fail_on, kind=KIND, names=[OP])
     dev = checks.device(device)
+    sdpa, by_default = setting(attention, deterministic, device_type=dev.type, backward=backward)
     job = {
         "block": config_.__dict__,
         "lengths": lengths or ([17] if dev.type == "cpu" else [257, 4097]),
         "device": str(dev),
         "backward": backward,
         "choices": {s.name: [choices[s.name].name, choices[s.name].mode] for s in STAGES},
+        "attention": sdpa.attention,
+        "deterministic": sdpa.deterministic,
+        "setting_default": by_default,
     }
 
     def compute(advance) -> dict:

@@ -2,7 +2,11 @@
 ``audit.parent.chain`` with the mode's variables set before torch starts. It turns TF32 off,
 switches the mode on (so the provider's GEMMs run under it), replays every length
 (``audit.core.chain``) and writes what it found as JSON; a mode that cannot be switched on writes
-``{"unavailable": reason}``. It prints one line per replayed length, which the parent relays.
+``{"unavailable": reason}``. With ``--deterministic`` it turns torch's deterministic algorithms on;
+the attention stage runs under the pinned SDPA backend (``audit.core.backends``), and the backend
+torch ran is recorded; a backend that cannot run at the chain's shapes makes the mode
+``{"unavailable": reason}``. The FP64 chain runs with every backend allowed. It prints one line per
+replayed length, which the parent relays.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import torch
 from modes import get_mode
 
 from audit.core.packages import error_text
+from audit.core import backends
 from audit.core.chain import BlockConfig, Choice, run_chain
 
 
@@ -32,8 +37,23 @@ def main(job_path: str, result_path: str) -> int:
             json.dumps({"unavailable": f"mode {mode.name} cannot be switched on: {error_text(exc)}"})
         )
         return 0
+    device = torch.device(job["device"])
+    setting = backends.Setting(job["attention"], job["deterministic"])
+    block = job["block"]
+    sdpa = backends.switch_on(
+        setting,
+        heads=block["heads"],
+        head_dim=block["head_dim"],
+        lengths=job["lengths"],
+        device=device,
+        backward=job["backward"],
+    )
+    if "unavailable" in sdpa:
+        Path(result_path).write_text(json.dumps(sdpa))
+        return 0
     found = {
         "description": description,
+        "sdpa_backend": sdpa["ran"],
         "tf32": torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32,
         "inputs_sha256": {},
         "lengths": {},
@@ -51,26 +71,19 @@ def main(job_path: str, result_path: str) -> int:
     @contextmanager
     def mode_off():
         """The FP64 chain runs with the mode switched off where the library can switch it off."""
-        if mode.disable is None:
-            yield
-            return
-        mode.call("disable")
-        try:
-            yield
-        finally:
-            mode.call("enable")
+        with backends.unpinned():
+            if mode.disable is None:
+                yield
+                return
+            mode.call("disable")
+            try:
+                yield
+            finally:
+                mode.call("enable")
 
     choices = {stage: Choice(*choice) for stage, choice in job["choices"].items()}
-    run_chain(
-        BlockConfig(**job["block"]),
-        job["lengths"],
-        choices,
-        mode.name,
-        torch.device(job["device"]),
-        job["backward"],
-        emit,
-        mode_off,
-    )
+    with backends.pinned(setting.attention):
+        run_chain(BlockConfig(**block), job["lengths"], choices, mode.name, device, job["backward"], emit, mode_off)
     Path(result_path).write_text(json.dumps(found))
     return 0
 
