@@ -89,21 +89,12 @@ def _run_one(job: dict, setup, *, workdir, timeout: float, worker: str) -> dict:
 def chain_report(job: dict, found: dict[str, dict], recorded: dict[str, dict[str, str]]) -> dict:
     """The ``h3_conditioning_chain_replay`` report. A mode whose inputs' fingerprints differ from
     the first mode's becomes unavailable (it would replay a different problem)."""
-    ran = [f for f in found.values() if "unavailable" not in f]
-    prints = ran[0]["inputs_sha256"] if ran else {}
-    results: dict[str, dict] = {}
-    for mode, f in found.items():
-        if "unavailable" in f:
-            results[mode] = f
-        elif f["inputs_sha256"] != prints:
-            results[mode] = {"unavailable": f"inputs in mode {mode} differ from mode {next(iter(found))}'s"}
-        else:
-            lengths = {
-                length: {**data, **ChainReplay.summary([ChainStage.model_validate(s) for s in data["stages"]])}
-                for length, data in f["lengths"].items()
-            }
-            results[mode] = {"description": f["description"], "lengths": lengths}
-    environment = collect(torch.device(job["device"]), recorded, any(f.get("tf32", False) for f in ran))
+    prints, results, environment = mode_results(
+        job,
+        found,
+        recorded,
+        lambda data: ChainReplay.summary([ChainStage.model_validate(s) for s in data["stages"]]),
+    )
     return {
         **header(KIND, OP, environment),
         "block": job["block"],
@@ -115,6 +106,27 @@ def chain_report(job: dict, found: dict[str, dict], recorded: dict[str, dict[str
         "results": results,
         "sdpa": sdpa_record(job, found),
     }
+
+
+def mode_results(
+    job: dict, found: dict[str, dict], recorded: dict[str, dict[str, str]], summary: Callable[[dict], dict]
+) -> tuple[dict, dict[str, dict], dict]:
+    """(the first mode's input fingerprints, each mode's entry, the environment block) from the
+    workers' findings: each length's data with its ``summary`` fields added. A mode whose inputs'
+    fingerprints differ from the first mode's becomes unavailable (it would run another problem)."""
+    ran = [f for f in found.values() if "unavailable" not in f]
+    prints = ran[0]["inputs_sha256"] if ran else {}
+    results: dict[str, dict] = {}
+    for mode, f in found.items():
+        if "unavailable" in f:
+            results[mode] = f
+        elif f["inputs_sha256"] != prints:
+            results[mode] = {"unavailable": f"inputs in mode {mode} differ from mode {next(iter(found))}'s"}
+        else:
+            lengths = {length: {**data, **summary(data)} for length, data in f["lengths"].items()}
+            results[mode] = {"description": f["description"], "lengths": lengths}
+    environment = collect(torch.device(job["device"]), recorded, any(f.get("tf32", False) for f in ran))
+    return prints, results, environment
 
 
 def sdpa_record(job: dict, found: dict[str, dict]) -> dict:

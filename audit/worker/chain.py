@@ -25,8 +25,10 @@ from audit.core import backends
 from audit.core.chain import BlockConfig, Choice, run_chain
 
 
-def main(job_path: str, result_path: str) -> int:
-    job = json.loads(Path(job_path).read_text())
+def start(job: dict, result_path: str):
+    """TF32 off, the job's mode switched on, then its SDPA setting (``backends.switch_on``). Returns
+    (the mode, the findings so far), or None after writing ``{"unavailable": reason}`` to
+    ``result_path`` when the mode cannot be switched on or the pinned backend cannot run here."""
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     mode = get_mode(job["mode"])
@@ -36,21 +38,19 @@ def main(job_path: str, result_path: str) -> int:
         Path(result_path).write_text(
             json.dumps({"unavailable": f"mode {mode.name} cannot be switched on: {error_text(exc)}"})
         )
-        return 0
-    device = torch.device(job["device"])
-    setting = backends.Setting(job["attention"], job["deterministic"])
+        return None
     block = job["block"]
     sdpa = backends.switch_on(
-        setting,
+        backends.Setting(job["attention"], job["deterministic"]),
         heads=block["heads"],
         head_dim=block["head_dim"],
         lengths=job["lengths"],
-        device=device,
-        backward=job["backward"],
+        device=torch.device(job["device"]),
+        backward=job.get("backward", False),
     )
     if "unavailable" in sdpa:
         Path(result_path).write_text(json.dumps(sdpa))
-        return 0
+        return None
     found = {
         "description": description,
         "sdpa_backend": sdpa["ran"],
@@ -58,15 +58,30 @@ def main(job_path: str, result_path: str) -> int:
         "inputs_sha256": {},
         "lengths": {},
     }
+    return mode, found
+
+
+def recorder(mode, found: dict, what: str):
+    """The ``emit`` of a run: fingerprints and per-length data into ``found``, one line per length."""
 
     def emit(event: str, **fields) -> None:
         if event == "inputs":
             found["inputs_sha256"][str(fields["length"])] = fields["sha256"]
         else:
             found["lengths"][str(fields["length"])] = fields["data"]
-            print(
-                f"mode {mode.name}: length {fields['length']} replayed in {fields['data']['wall_s']:.1f} s", flush=True
-            )
+            print(f"mode {mode.name}: length {fields['length']} {what} in {fields['data']['wall_s']:.1f} s", flush=True)
+
+    return emit
+
+
+def main(job_path: str, result_path: str) -> int:
+    job = json.loads(Path(job_path).read_text())
+    started = start(job, result_path)
+    if started is None:
+        return 0
+    mode, found = started
+    device = torch.device(job["device"])
+    emit = recorder(mode, found, "replayed")
 
     @contextmanager
     def mode_off():
@@ -82,8 +97,10 @@ def main(job_path: str, result_path: str) -> int:
                 mode.call("enable")
 
     choices = {stage: Choice(*choice) for stage, choice in job["choices"].items()}
-    with backends.pinned(setting.attention):
-        run_chain(BlockConfig(**block), job["lengths"], choices, mode.name, device, job["backward"], emit, mode_off)
+    with backends.pinned(job["attention"]):
+        run_chain(
+            BlockConfig(**job["block"]), job["lengths"], choices, mode.name, device, job["backward"], emit, mode_off
+        )
     Path(result_path).write_text(json.dumps(found))
     return 0
 
