@@ -10,7 +10,7 @@ Contract:
   ``--deterministic`` are not given. Without ``--backward``: ``auto``, not deterministic. With it:
   the fastest setting under which the provider's own backward repeats bit for bit on that device
   (``REPEATABLE_BACKWARD``). On the CPU that is ``auto`` without deterministic algorithms: the
-  provider's gradients repeat bit for bit there (``tests/worker/test_backends.py``). The CUDA entry
+  provider's gradients repeat bit for bit there (``tests/cli/test_chain_backward.py``). The CUDA entry
   is the conservative one (``math`` and deterministic algorithms) until the H200 table says which
   faster one repeats.
 - ``observe(...)``: which backend torch actually ran for the attention stage's SDPA call at the

@@ -22,13 +22,16 @@ from modes import get_mode
 
 from audit.core.packages import error_text
 from audit.core import backends
+from audit.core.candidates import load_adapters
 from audit.core.chain import BlockConfig, Choice, run_chain
 
 
 def start(job: dict, result_path: str):
-    """TF32 off, the job's mode switched on, then its SDPA setting (``backends.switch_on``). Returns
+    """The adapters and $AUDIT_PLUGINS loaded, TF32 off, the job's mode switched on, then its SDPA
+    setting (``backends.switch_on``). Returns
     (the mode, the findings so far), or None after writing ``{"unavailable": reason}`` to
     ``result_path`` when the mode cannot be switched on or the pinned backend cannot run here."""
+    load_adapters()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     mode = get_mode(job["mode"])
