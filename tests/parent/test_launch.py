@@ -1,5 +1,5 @@
 """Every worker process starts through one launcher (``audit.parent.launch``), so ``run``,
-``prior-art``, ``chain`` and ``parallel`` stop, clean up, record variables and word an ending the
+``prior-art``, ``chain``, ``trajectory`` and ``parallel`` stop, clean up, record variables and word an ending the
 same way. Each test runs the real command line with real worker processes and real signals."""
 
 import json
@@ -21,6 +21,7 @@ COMMANDS = {
     "prior-art": "prior-art --op gate_residual --quick --candidate {c}",
     "chain": "chain --hidden 256 --heads 2 --ffn 512 --length 17 --candidate gate_residual_msa={c}",
     "parallel": "parallel --op gate_residual --layout sp_rows --case 2 --candidate {c}",
+    "trajectory": "trajectory --hidden 256 --heads 2 --ffn 512 --length 17 --steps 2 --candidate gate_residual_msa={c}",
 }
 
 
@@ -76,7 +77,7 @@ def test_a_signal_stops_every_process_and_removes_every_temporary_directory(tmp_
 
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_a_deadline_kills_the_whole_tree_and_is_worded_one_way(tmp_path, command):
-    timeout = 15 if command == "chain" else 8  # long enough to reach the candidate, which then hangs
+    timeout = 15 if command in ("chain", "trajectory") else 8  # long enough to reach the candidate, which then hangs
     proc = start(command, "leaves_a_child", tmp_path, "--timeout", str(timeout))
     pids = hanging_pids(proc, tmp_path, count=2 if command == "parallel" else 1)
     _, stderr = proc.communicate(timeout=240)
