@@ -19,7 +19,7 @@ AttentionOpt = Annotated[
     typer.Option(
         "--attention",
         help=f"SDPA backend of the attention stage ({', '.join(ATTENTION)}), pinned through "
-        "torch.nn.attention.sdpa_kernel; the report records the one torch ran. Default: auto; with --backward "
+        "torch.nn.attention.sdpa_kernel; the report records the one torch ran. Default: auto; for chain --backward "
         f"the fastest setting under which the provider's backward repeats bit for bit ({_RULE}).",
     ),
 ]

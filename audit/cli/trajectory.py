@@ -67,7 +67,9 @@ def trajectory(
     """Run the chain's one-block MiniMax-H3 model as the denoiser of an N-step flow-matching Euler loop,
     once with diffusers' stages and once with the candidate chain, each twice; compare the latents bit
     for bit at every step (plus PSNR and max|Δ| / range) and write an h3_denoising_trajectory report
-    naming the first step that differs and whether the difference grows, stays or fades."""
+    naming the first step that differs and whether the difference grows, stays or fades. Memory on a
+    CPU, full block (the defaults), length 17, measured peak resident set: 3.3 GB; --hidden 512
+    --heads 4 --ffn 1024 takes under a minute on two cores (34 s at 8 steps)."""
     from audit.core.trajectory import scheduler
     from audit.parent.chain import run_modes
     from audit.parent.trajectory import KIND, OP, WORKER, trajectory_report
