@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import contextmanager
+from typing import Callable
 from pathlib import Path
 
 import torch
@@ -24,6 +25,31 @@ from audit.core.packages import error_text
 from audit.core import backends
 from audit.core.candidates import load_adapters
 from audit.core.chain import BlockConfig, Choice, run_chain
+
+
+def serve(job_path: str, result_path: str, what: str, body: Callable) -> int:
+    """A worker's whole life: the job read, ``start``, then ``body(job, mode, device, choices, emit)``
+    under the job's pinned SDPA backend, and the findings written to ``result_path`` as JSON.
+    ``emit`` records each length's fingerprint and data and prints one line per length ("length
+    N ``what`` in S s")."""
+    job = json.loads(Path(job_path).read_text())
+    started = start(job, result_path)
+    if started is None:
+        return 0
+    mode, found = started
+
+    def emit(event: str, **fields) -> None:
+        if event == "inputs":
+            found["inputs_sha256"][str(fields["length"])] = fields["sha256"]
+        else:
+            found["lengths"][str(fields["length"])] = fields["data"]
+            print(f"mode {mode.name}: length {fields['length']} {what} in {fields['data']['wall_s']:.1f} s", flush=True)
+
+    choices = {stage: Choice(*choice) for stage, choice in job["choices"].items()}
+    with backends.pinned(job["attention"]):
+        body(job, mode, torch.device(job["device"]), choices, emit)
+    Path(result_path).write_text(json.dumps(found))
+    return 0
 
 
 def start(job: dict, result_path: str):
@@ -64,31 +90,12 @@ def start(job: dict, result_path: str):
     return mode, found
 
 
-def recorder(mode, found: dict, what: str):
-    """The ``emit`` of a run: fingerprints and per-length data into ``found``, one line per length."""
-
-    def emit(event: str, **fields) -> None:
-        if event == "inputs":
-            found["inputs_sha256"][str(fields["length"])] = fields["sha256"]
-        else:
-            found["lengths"][str(fields["length"])] = fields["data"]
-            print(f"mode {mode.name}: length {fields['length']} {what} in {fields['data']['wall_s']:.1f} s", flush=True)
-
-    return emit
-
-
-def main(job_path: str, result_path: str) -> int:
-    job = json.loads(Path(job_path).read_text())
-    started = start(job, result_path)
-    if started is None:
-        return 0
-    mode, found = started
-    device = torch.device(job["device"])
-    emit = recorder(mode, found, "replayed")
+def replay(job: dict, mode, device: torch.device, choices: dict, emit: Callable) -> None:
+    """Every length replayed (``run_chain``); the FP64 chain with the mode switched off where the
+    library can switch it off, and every SDPA backend allowed."""
 
     @contextmanager
     def mode_off():
-        """The FP64 chain runs with the mode switched off where the library can switch it off."""
         with backends.unpinned():
             if mode.disable is None:
                 yield
@@ -99,13 +106,11 @@ def main(job_path: str, result_path: str) -> int:
             finally:
                 mode.call("enable")
 
-    choices = {stage: Choice(*choice) for stage, choice in job["choices"].items()}
-    with backends.pinned(job["attention"]):
-        run_chain(
-            BlockConfig(**job["block"]), job["lengths"], choices, mode.name, device, job["backward"], emit, mode_off
-        )
-    Path(result_path).write_text(json.dumps(found))
-    return 0
+    run_chain(BlockConfig(**job["block"]), job["lengths"], choices, mode.name, device, job["backward"], emit, mode_off)
+
+
+def main(job_path: str, result_path: str) -> int:
+    return serve(job_path, result_path, "replayed", replay)
 
 
 if __name__ == "__main__":

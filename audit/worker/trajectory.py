@@ -1,42 +1,27 @@
 """The trajectory worker: ``python -m audit.worker.trajectory JOB.json RESULT.json``, one per mode,
-started by ``audit.parent.trajectory`` as the chain worker is (``audit.worker.chain.start``: TF32
-off, the mode on, the SDPA setting), then the denoising loops of every length
+started by ``audit.parent.trajectory`` and run as the chain worker is (``audit.worker.chain.serve``:
+TF32 off, the mode on, the SDPA setting), with the denoising loops of every length
 (``audit.core.trajectory``) under the pinned backend, written as JSON.
 """
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 
 import torch
 
-from audit.core import backends
-from audit.core.chain import BlockConfig, Choice
+from audit.core.chain import BlockConfig
 from audit.core.trajectory import run_trajectory
-from audit.worker.chain import recorder, start
+from audit.worker.chain import serve
+
+
+def denoise(job: dict, mode, device: torch.device, choices: dict, emit) -> None:
+    """Every length's loops (``run_trajectory``)."""
+    run_trajectory(BlockConfig(**job["block"]), job["lengths"], choices, mode.name, device, job["steps"], emit)
 
 
 def main(job_path: str, result_path: str) -> int:
-    job = json.loads(Path(job_path).read_text())
-    started = start(job, result_path)
-    if started is None:
-        return 0
-    mode, found = started
-    choices = {stage: Choice(*choice) for stage, choice in job["choices"].items()}
-    with backends.pinned(job["attention"]):
-        run_trajectory(
-            BlockConfig(**job["block"]),
-            job["lengths"],
-            choices,
-            mode.name,
-            torch.device(job["device"]),
-            job["steps"],
-            recorder(mode, found, "denoised"),
-        )
-    Path(result_path).write_text(json.dumps(found))
-    return 0
+    return serve(job_path, result_path, "denoised", denoise)
 
 
 if __name__ == "__main__":
