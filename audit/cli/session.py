@@ -5,8 +5,8 @@ Contract:
 - Before any work: ``report_paths`` checks ``--out`` and ``gate_for`` loads ``--baseline``; a
   problem with either is one line and exit 2.
 - ``execute`` computes each ``Work`` under one progress bar (units, elapsed time, ETA), writes its
-  report atomically as soon as it is done, then prints the reports and the diff against the
-  baseline (unless quiet), one "wrote" line each, the closing summary (one line per report with
+  report atomically as soon as it is done, then prints the reports (unless quiet), one "wrote"
+  line each, the diff against the baseline, the closing summary (one line per report with
   its verdict counts, a recap across reports, the diff's counts), and exits 1 when the gate
   fails, naming the first failing comparison.
 - Ctrl-C and SIGTERM stop the workers (``audit.parent.launch`` kills every process they started
@@ -144,7 +144,7 @@ def execute(works: list[Work], *, unit: str, gate: Gate, quiet: bool) -> None:
             print_report(report, console)
         console.print(f"wrote {escape(str(path))}")
     diff, failed = decide(reports, [p for p, _ in written], gate.baseline, gate.fail_on, gate.name)
-    if diff is not None and not quiet:
+    if diff is not None:
         console.print(draw_rich(diff_sections(diff)))
     _summarise(reports, diff)
     if failed:

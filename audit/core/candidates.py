@@ -41,8 +41,9 @@ class Candidate:
     mode: str = "plain"  # the one mode a candidate that is not all_modes runs in
     computes: str | None = None  # candidate whose computation this one implements, evaluated in
     # FP64 as its accuracy reference; None: the op's first reference (diffusers)
-    accepts: Accepts | None = field(default=None, repr=False)  # why it cannot take these input shapes
-    # on this device (meta tensors in, a reason or None out); None: it takes any shapes the op allows
+    accepts: Accepts | None = field(default=None, repr=False)  # why it cannot take these inputs' shapes
+    # on this device (tensors, possibly on the meta device, in; a reason or None out); None: any shapes
+    # the op allows. A refused case is unavailable with that reason; the other cases run
 
     def report_name(self, mode: str) -> str:
         """``name[MODE]`` for a candidate of every mode; otherwise ``name``, or ``name@ENV`` when

@@ -148,3 +148,16 @@ def test_a_mode_whose_inputs_differ_from_plain_modes_is_not_compared():
     results = bitwise_report(p, outcome)["results"]
     assert results["diffusers[sglang]"] == {"unavailable": "inputs in mode sglang differ from plain mode's"}
     assert results["rl_kernel"]["vs diffusers[plain]"]["1"] == same
+
+
+def test_a_case_a_candidate_refuses_is_unavailable_with_its_reason_and_the_others_run(tmp_path):
+    out = tmp_path / "r.json"
+    done = audit(
+        *"run --op gate_residual --device cpu --case 2 --case 3 --candidate refuses_big_cases -q --out".split(),
+        str(out),
+        env={"AUDIT_PLUGINS": "tests.plugins.lifecycle", "LIFECYCLE_DIR": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr
+    entry = json.loads(out.read_text())["results"]["refuses_big_cases"]
+    assert entry["vs rl_kernel"]["2"]["out"][0]["equal"] is True
+    assert entry["vs rl_kernel"]["3"] == {"unavailable": "refuses these shapes: 3 rows: this kernel takes at most 2"}

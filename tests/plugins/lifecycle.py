@@ -2,9 +2,10 @@
 ``prior-art``, ``chain`` (stage gate_residual_msa) and ``parallel`` can all use them:
 - ``leaves_a_child``: starts a helper process that would outlive its worker, writes both pids to
   $LIFECYCLE_DIR, then hangs;
+- ``refuses_big_cases``: gate_residual that declares (``accepts``) it takes at most two rows;
 - ``sees``: writes the recorded-kind variables (``audit.parent.variables.is_recorded``) its process
   sees to $LIFECYCLE_DIR, then computes gate_residual as diffusers does.
-A real library cannot be made to do either on demand."""
+A real library cannot be made to do these on demand."""
 
 import json
 import os
@@ -34,4 +35,19 @@ def leaves_a_child(t: dict[str, torch.Tensor]) -> torch.Tensor:
 def sees(t: dict[str, torch.Tensor]) -> torch.Tensor:
     seen = {k: v for k, v in sorted(os.environ.items()) if is_recorded(k)}
     (_folder() / f"seen-{os.getpid()}.json").write_text(json.dumps(seen))
+    return t["res"] + t["gate"].index_select(0, t["idx"]) * t["y"]
+
+
+def _two_rows_at_most(t: dict[str, torch.Tensor], device: torch.device) -> str | None:
+    rows = t["res"].shape[0]
+    return None if rows <= 2 else f"{rows} rows: this kernel takes at most 2"
+
+
+@candidate(
+    "refuses_big_cases",
+    ops=("gate_residual",),
+    source="test double: gate_residual that refuses cases of more than 2 rows (accepts=)",
+    accepts=_two_rows_at_most,
+)
+def refuses_big_cases(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return t["res"] + t["gate"].index_select(0, t["idx"]) * t["y"]

@@ -1,0 +1,47 @@
+"""The pytest plugin (``audit.pytest_plugin``), as a kernel author uses it: the documented example
+passes for a reusable candidate, and a planted one fails with its verdict line."""
+
+import subprocess
+import sys
+
+from tests.helpers import REPO
+
+EXAMPLE = REPO / "docs" / "examples" / "test_own_kernel.py"
+PLANTED = """
+import torch
+
+from audit.core.candidates import candidate
+
+
+@candidate("one_rounding", ops=("gate_residual",), source="planted: res + gate * y rounded once, in fp32")
+def one_rounding(t):
+    return (t["res"].float() + t["gate"].index_select(0, t["idx"]).float() * t["y"].float()).to(t["res"].dtype)
+
+
+def test_one_rounding_is_bitwise_the_reference(bitwise_audit):
+    bitwise_audit.assert_reusable("one_rounding", op="gate_residual", reference="diffusers", cases=[33])
+"""
+
+
+def pytest_run(path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_documented_example_passes_for_a_reusable_candidate():
+    done = pytest_run(EXAMPLE)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "1 passed" in done.stdout
+
+
+def test_a_candidate_that_is_not_bitwise_the_reference_fails_with_its_verdict(tmp_path):
+    planted = tmp_path / "test_planted.py"
+    planted.write_text(PLANTED)
+    done = pytest_run(planted)
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert "one_rounding vs diffusers (gate_residual): differs — out from case 33" in done.stdout
