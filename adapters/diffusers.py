@@ -1,11 +1,14 @@
 """diffusers' MiniMax-H3 code (diffusers >= 0.42.1, ``transformer_minimax_h3``): the first reference.
 
 The modules are built on the meta device (no memory) and called with the case's tensors as their
-parameters through ``torch.func.functional_call``, so the real ``forward`` runs on the real inputs
+parameters through ``torch.func.functional_call``, so diffusers' own code runs on the real inputs
 and gradients reach those inputs.
-- norm_modulate: ``MiniMaxH3TransformerBlock.norm1`` (``nn.RMSNorm(H, eps=1e-5)``), then the block's
-  modulation expression ``norm * (1.0 + scale.index_select(0, idx)) + shift.index_select(0, idx)``.
-- gate_residual: the block's ``residual + gate.index_select(0, idx) * y``.
+- norm_modulate and gate_residual: the operations that ``MiniMaxH3TransformerBlock.forward`` itself
+  performs (``audit.core.chain.run_expression``, the chain's provider stages run them too): from
+  ``hidden_states`` through ``norm1`` (``nn.RMSNorm(H, eps=1e-5)``) and the msa modulation to the
+  tensor forward passes to ``attn``; from ``hidden_states``, ``attn``'s output and ``gate_msa`` to
+  the tensor forward passes to ``norm2``. Whatever forward writes there is what runs, so the output
+  is bitwise forward's own for the same tensors.
 - timestep_mlp: ``TimestepEmbedding(256, 5376, out_dim=2688)`` in FP32.
 - adaln_projection: ``MiniMaxH3AdaLayerNormModulation(2688, 5376)`` (SiLU at temb's FP32, cast to
   the BF16 weight dtype, linear). The module returns six (3T, H) chunks, views of its linear
@@ -24,7 +27,7 @@ import torch
 from torch.func import functional_call
 
 from audit.core.candidates import candidate
-
+from audit.core.chain import GATE_RESIDUAL_MSA, MODULATE_MSA, NORM1_MODULATE, Expression, run_expression
 from audit.core.packages import version
 from audit.core.ops import EPS, FREQ_CHANNELS, HIDDEN, TIME_EMBED, TIME_MLP_HIDDEN
 
@@ -44,7 +47,7 @@ def _prefix() -> str:
 
 
 @functools.cache
-def _block_norm() -> torch.nn.Module:
+def _block() -> torch.nn.Module:
     h3 = _h3()
     with torch.device("meta"):
         block = h3.MiniMaxH3TransformerBlock(
@@ -56,7 +59,7 @@ def _block_norm() -> torch.nn.Module:
             norm_eps=EPS,
             qk_norm_eps=1e-6,
         )
-    return block.norm1
+    return block
 
 
 @functools.cache
@@ -74,32 +77,36 @@ def _adaln_modulation() -> torch.nn.Module:
         return h3.MiniMaxH3AdaLayerNormModulation(time_embed_dim=TIME_EMBED, hidden_size=HIDDEN).to(torch.bfloat16)
 
 
+def _block_source(expression: Expression) -> str:
+    return f"{_prefix()} MiniMaxH3TransformerBlock.forward, {expression.label}"
+
+
 @candidate(
     "diffusers",
     requires=(_H3,),
     ops=("norm_modulate",),
-    source=lambda mode, device: f"{_prefix()} MiniMaxH3TransformerBlock.norm1 (nn.RMSNorm) + index_select modulation",
+    source=lambda mode, device: _block_source(NORM1_MODULATE),
 )
 def norm_modulate(t: dict[str, torch.Tensor]) -> torch.Tensor:
-    return modulate(functional_call(_block_norm(), {"weight": t["w"]}, (t["x"],)), t)
+    return run_expression(_block(), NORM1_MODULATE, t)
 
 
 def modulate(normed: torch.Tensor, t: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The block's modulation of a normalised (S, H) row block by the case's tables, in its own
-    words: ``norm * (1.0 + scale.index_select(0, idx)) + shift.index_select(0, idx)``. The other
-    norm_modulate candidates built from a library norm modulate with it too."""
-    idx = t["idx"]
-    return normed * (1.0 + t["sc"].index_select(0, idx)) + t["sh"].index_select(0, idx)
+    """The block's msa modulation of a normalised (S, H) row block by the case's tables, as
+    ``MiniMaxH3TransformerBlock.forward`` performs it on ``norm1``'s output (bitwise). The other
+    norm_modulate candidates built from a library norm modulate with it, so they need diffusers'
+    MiniMax-H3 module too (without it they raise ModuleNotFoundError, which the report records)."""
+    return run_expression(_block(), MODULATE_MSA, t | {"normed": normed})
 
 
 @candidate(
     "diffusers",
     requires=(_H3,),
     ops=("gate_residual",),
-    source=lambda mode, device: f"{_prefix()} residual + gate.index_select(...) * y",
+    source=lambda mode, device: _block_source(GATE_RESIDUAL_MSA),
 )
 def gate_residual(t: dict[str, torch.Tensor]) -> torch.Tensor:
-    return t["res"] + t["gate"].index_select(0, t["idx"]) * t["y"]
+    return run_expression(_block(), GATE_RESIDUAL_MSA, t)
 
 
 @candidate(

@@ -16,18 +16,21 @@ every case:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, model_serializer, model_validator
 
-from .changes import OpDiff, availability, reason, state_change
+from .changes import OpDiff, State, availability, compare_tensors, reason, state, worst
 from .schema import (
     CaseComparison,
     CaseKey,
     CaseResult,
     Environment,
+    FieldError,
     ReportBase,
     Unavailable,
+    json_path,
     reference_of,
     without_none,
 )
@@ -74,6 +77,48 @@ class BitwiseReport(ReportBase):
     def _drop_absent_fingerprints(self, handler):
         return without_none(handler(self), "inputs_sha256")
 
+    @model_validator(mode="after")
+    def _mirrors_agree(self) -> "BitwiseReport":
+        for name, ref, case, tensor, why in _mirror_disagreements(self):
+            where = _tensor_loc(tensor) if tensor else ()
+            mirror = json_path(("results", ref, f"vs {name}", case, *where))
+            raise FieldError(("results", name, f"vs {ref}", case, *where), f"disagrees with its mirror {mirror}: {why}")
+        return self
+
+
+def _tensor_loc(label: str) -> tuple[str | int, ...]:
+    """A ``CaseComparison.by_tensor`` label as the JSON keys under the case: ``out`` -> out[0],
+    ``out[1]`` -> out[1], ``dx`` -> grads.x."""
+    if label.startswith("out"):
+        return ("out", int(label[4:-1]) if "[" in label else 0)
+    return ("grads", label[1:])
+
+
+def _mirror_disagreements(report: BitwiseReport) -> Iterator[tuple[str, str, str, str | None, str]]:
+    """(candidate, reference, case, tensor or None, why) for every case and tensor in which A vs B
+    and B vs A disagree: one side unavailable, a tensor only one side compares, or a different
+    ``equal``, ``differ`` or ``numel``."""
+    for name, ref, cases in pairs(report):
+        other = report.results.get(ref)
+        mirror = None if other is None or isinstance(other, Unavailable) else other.comparisons().get(name)
+        if mirror is None:
+            continue
+        for case in (c for c in cases if c in mirror):
+            a, b = cases[case], mirror[case]
+            if isinstance(a, Unavailable) or isinstance(b, Unavailable):
+                if type(a) is not type(b):
+                    yield name, ref, case, None, "one side is unavailable"
+                continue
+            ta, tb = a.by_tensor(), b.by_tensor()
+            if ta.keys() != tb.keys():
+                yield name, ref, case, None, f"tensors {sorted(ta)} vs {sorted(tb)}"
+                continue
+            for tensor, x in ta.items():
+                y = tb[tensor]
+                if (x.equal, x.differ, x.numel) != (y.equal, y.differ, y.numel):
+                    why = f"equal {x.equal}, differ {x.differ}, numel {x.numel} vs {y.equal}, {y.differ}, {y.numel}"
+                    yield name, ref, case, tensor, why
+
 
 def pairs(report: BitwiseReport) -> list[tuple[str, str, dict[str, CaseComparison | Unavailable]]]:
     """(candidate, reference, cases) for every comparison in the report, each unordered pair once."""
@@ -93,6 +138,13 @@ def pairs(report: BitwiseReport) -> list[tuple[str, str, dict[str, CaseCompariso
 def candidates(report: BitwiseReport) -> list[str]:
     """Every candidate in the report, available or not."""
     return list(report.results)
+
+
+def ran(report: BitwiseReport) -> set[str]:
+    """The candidates (references included) with a case compared in some comparison."""
+    return {
+        n for a, b, cases in pairs(report) if any(isinstance(c, CaseComparison) for c in cases.values()) for n in (a, b)
+    }
 
 
 def _join(items) -> str:
@@ -191,30 +243,66 @@ def _cases_of(report: BitwiseReport, name: str, ref: str) -> dict[str, CaseCompa
     return None
 
 
+def _state_of(cases: dict[str, CaseComparison | Unavailable]) -> str:
+    """Every case of a comparison together: its worst state, or why no case ran."""
+    ran = [c for c in cases.values() if isinstance(c, CaseComparison)]
+    if not ran and cases:
+        return f"unavailable: {next(iter(cases.values())).unavailable}"
+    return worst(state(t) for c in ran for t in c.by_tensor().values())
+
+
+def _state_where(report: BitwiseReport, *, name: str | None = None, case: str | None = None) -> State:
+    """Every comparison of one candidate (in either orientation) or of one case, together (``worst``)."""
+    return worst(
+        state(t)
+        for a, b, cases in pairs(report)
+        if name in (None, a, b)
+        for k, c in cases.items()
+        if case in (None, k) and isinstance(c, CaseComparison)
+        for t in c.by_tensor().values()
+    )
+
+
 def diff(old: BitwiseReport, new: BitwiseReport, found: OpDiff) -> None:
-    """Candidates and cases that appeared or disappeared; per candidate, reference, case and
-    tensor, availability and state changes; which side's repeatability is unknown."""
+    """Candidates and cases that appeared; what was lost (a candidate, a case, a comparison, a case
+    of one comparison, a tensor of one case); per candidate, reference, case and tensor,
+    availability and state changes; which side's repeatability is unknown."""
     found.appeared += [f"candidate {n}" for n in new.results if n not in old.results]
-    found.disappeared += [f"candidate {n}" for n in old.results if n not in new.results]
     found.appeared += [f"case {c}" for c in new.cases if c not in old.cases]
-    found.disappeared += [f"case {c}" for c in old.cases if c not in new.cases]
+    for name, result in old.results.items():
+        if name not in new.results:
+            why = reason(result)
+            found.lose(
+                f"candidate {name}", names=[name], old=f"unavailable: {why}" if why else _state_where(old, name=name)
+            )
+    for case in (c for c in old.cases if c not in new.cases):
+        found.lose(f"case {case}", names=[str(case)], old=_state_where(old, case=str(case)))
     for name in (n for n in new.results if n in old.results):
         o, n = old.results[name], new.results[name]
-        found.changes += availability(reason(o), reason(n), candidate=name)
+        found.changes += availability(reason(o), reason(n), now=_state_where(new, name=name), candidate=name)
     unknown = {"old": False, "new": False}
-    for name, ref, new_cases in pairs(new):
-        old_cases = _cases_of(old, name, ref)
-        if old_cases is None:
+    running = [n for n in new.results if not isinstance(new.results[n], Unavailable)]
+    for name, ref, old_cases in pairs(old):
+        if name not in running or ref not in running:
+            continue  # lost, or unavailable now: listed above
+        new_cases = _cases_of(new, name, ref)
+        if new_cases is None:
+            found.lose(f"{name} vs {ref}", names=[name, ref], old=_state_of(old_cases))
             continue
-        for case in (c for c in new_cases if c in old_cases):
-            oc, nc = old_cases[case], new_cases[case]
-            found.changes += availability(reason(oc), reason(nc), candidate=name, reference=ref, case=case)
+        for case, oc in old_cases.items():
+            where = f"{name} vs {ref}, case {case}"
+            if case not in new_cases:
+                if int(case) in new.cases:
+                    found.lose(where, names=[name, ref, case], old=_state_of({case: oc}))
+                continue
+            nc = new_cases[case]
+            found.changes += availability(
+                reason(oc), reason(nc), now=_state_of({case: nc}), candidate=name, reference=ref, case=case
+            )
             if isinstance(oc, Unavailable) or isinstance(nc, Unavailable):
                 continue
             old_t, new_t = oc.by_tensor(), nc.by_tensor()
-            for tensor in (t for t in new_t if t in old_t):
-                a, b = old_t[tensor], new_t[tensor]
-                unknown["old"] |= a.repeatable is None
-                unknown["new"] |= b.repeatable is None
-                found.changes += state_change(a, b, candidate=name, reference=ref, case=case, tensor=tensor)
+            unknown["old"] |= any(c.repeatable is None for c in old_t.values())
+            unknown["new"] |= any(c.repeatable is None for c in new_t.values())
+            compare_tensors(old_t, new_t, found, candidate=name, reference=ref, case=case, where=where)
     found.unknown_repeatability = [side for side, flag in unknown.items() if flag]  # type: ignore[misc]

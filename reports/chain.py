@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import Field, model_serializer, model_validator
 
-from .changes import OpDiff, availability, reason, state_change
+from .changes import OpDiff, State, availability, compare_tensors, reason, state, worst
 from .schema import CaseKey, Cmp, Environment, ReportBase, Strict, Unavailable, without_none
 from .sdpa import Sdpa
 from .tables import Cell, Section, View, cmp_cell, unavailable_cell, visible
@@ -174,6 +174,17 @@ def candidates(report: ChainReport) -> list[str]:
     return list(dict.fromkeys(report.candidates.values()))
 
 
+def ran(report: ChainReport) -> set[str]:
+    """The candidates that served a stage in some replay (``provider`` where diffusers' own did)."""
+    return {
+        s.candidate.name
+        for replay in _replays(report).values()
+        if isinstance(replay, ChainReplay)
+        for s in replay.stages
+        if isinstance(s.candidate, ChainCandidate)
+    }
+
+
 def _verdict(mode: str, length: str, replay: ChainReplay) -> Verdict:
     drop = replay.drop_in
     if replay.first_drift:
@@ -320,32 +331,69 @@ def _stage_comparisons(replay: ChainReplay) -> dict[tuple[str, str], Cmp]:
     return found
 
 
+def settings(*, block: dict, backward: bool, lengths: list[int], candidates: dict[str, str]) -> dict[str, object]:
+    """What a replay computes, beyond its kind and op, by name: the block's sizes, whether
+    gradients are compared, the lengths and the candidate asked for at each stage."""
+    return {
+        **{f"block.{k}": v for k, v in block.items()},
+        "backward": backward,
+        "lengths": list(lengths),
+        **{f"candidates.{stage}": name for stage, name in candidates.items()},
+    }
+
+
+def problem(report: ChainReport) -> dict[str, object]:
+    """The report's ``settings``. Reports whose problems differ are not compared (``reports.diff``)."""
+    return settings(
+        block=report.block.model_dump(), backward=report.backward, lengths=report.lengths, candidates=report.candidates
+    )
+
+
+def _state(replay: ChainReplay | str) -> State | str:
+    """A replay's comparisons together (``worst``), or why it did not run."""
+    if isinstance(replay, str):
+        return f"unavailable: {replay}"
+    return worst(state(c) for c in _stage_comparisons(replay).values())
+
+
 def diff(old: ChainReport, new: ChainReport, found: OpDiff) -> None:
     """Per mode, length, stage and comparison: availability and state changes (``reference`` is
-    the mode, ``case`` the length, ``candidate`` the stage)."""
+    the mode, ``case`` the length, ``candidate`` the stage); a mode, length, stage or comparison
+    the new report lacks is lost."""
     old_r, new_r = _replays(old), _replays(new)
     found.appeared += [f"mode {m}, length {n}" for m, n in new_r if (m, n) not in old_r]
-    found.disappeared += [f"mode {m}, length {n}" for m, n in old_r if (m, n) not in new_r]
+    for mode in (m for m in old.results if m not in new.results):
+        states = dict.fromkeys(_state(r) for (m, _), r in old_r.items() if m == mode)
+        found.lose(f"mode {mode}", names=[mode], old="; ".join(states))
+    for mode, length in (k for k in old_r if k not in new_r and k[0] in new.results):
+        found.lose(f"mode {mode}, length {length}", names=[mode, length], old=_state(old_r[(mode, length)]))
     for mode, length in (k for k in new_r if k in old_r):
         o, n = old_r[(mode, length)], new_r[(mode, length)]
         found.changes += availability(
             o if isinstance(o, str) else None,
             n if isinstance(n, str) else None,
+            now=_state(n),
             candidate="chain",
             reference=mode,
             case=length,
         )
         if isinstance(o, str) or isinstance(n, str):
             continue
-        old_stages = {s.stage: s for s in o.stages}
-        for s in (s for s in n.stages if s.stage in old_stages):
-            was = old_stages[s.stage].candidate
+        new_stages = {s.stage: s for s in n.stages}
+        old_c, new_c = _stage_comparisons(o), _stage_comparisons(n)
+        for s in o.stages:
+            where = f"mode {mode}, length {length}, stage {s.stage}"
+            was = {t: c for (stage, t), c in old_c.items() if stage == s.stage}
+            if s.stage not in new_stages:
+                found.lose(where, names=[mode, length, s.stage], old=worst(map(state, was.values())))
+                continue
+            now = {t: c for (stage, t), c in new_c.items() if stage == s.stage}
             found.changes += availability(
-                reason(was), reason(s.candidate), candidate=s.stage, reference=mode, case=length
+                reason(s.candidate),
+                reason(new_stages[s.stage].candidate),
+                now=worst(map(state, now.values())),
+                candidate=s.stage,
+                reference=mode,
+                case=length,
             )
-        old_c = _stage_comparisons(o)
-        for (stage, tensor), b in _stage_comparisons(n).items():
-            if (stage, tensor) in old_c:
-                found.changes += state_change(
-                    old_c[(stage, tensor)], b, candidate=stage, reference=mode, case=length, tensor=tensor
-                )
+            compare_tensors(was, now, found, candidate=s.stage, reference=mode, case=length, where=where)

@@ -1,23 +1,67 @@
 """What a kind's diff records about one matched pair of reports (an ``OpDiff``), and the
 classification every kind shares.
 
-A change of state is a ``regression`` (a bitwise-equal comparison now differs; a repeatable one is
-no longer repeatable; something available is now unavailable), an ``improvement`` (the reverse),
-a ``change`` (the count of differing elements changed on a comparison not known to be
-non-repeatable) or ``noise`` (any change on a comparison that is not repeatable on either side;
-never a regression).
+Every comparison, case, candidate or mode is in one of six states (``State``): ``equal``,
+``equal, not repeatable``, ``differs`` (stably), ``differs, not repeatable``, ``unavailable`` or
+``absent``. ``TABLE`` maps each (old state, new state) to a ``ChangeKind``; it is the table in the
+README's "Deciding" section:
+
+- ``regression``: equal bits now differ, something repeatable is no longer, something available is
+  now unavailable;
+- ``improvement``: differing or non-repeatable bits are now equal and repeatable, or something
+  unavailable now runs and is equal;
+- ``change``: a new stable difference where the bits already differed or nothing ran (never an
+  improvement), or a changed count of differing elements on a stable comparison;
+- ``noise``: a change between non-repeatable states; never a regression;
+- ``lost``: present in the old report, absent from the new one (recorded as a ``Lost`` entry).
+
+A comparison without a ``repeatable`` field (repeatability unknown) counts as stable, except that
+a change between unknown and not repeatable is noise: nothing tells it from nondeterminism.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Literal
+from collections.abc import Iterable
+from typing import Literal, get_args
 
-from pydantic import BaseModel
+from pydantic import BaseModel, computed_field
 
 from .schema import Cmp, Environment
 
-ChangeKind = Literal["regression", "improvement", "change", "noise"]
+ChangeKind = Literal["regression", "improvement", "change", "noise", "lost"]
+State = Literal["equal", "equal, not repeatable", "differs", "differs, not repeatable", "unavailable", "absent"]
+STATES: tuple[State, ...] = get_args(State)
+
+_E, _EN, _D, _DN, _U, _A = STATES
+# (old, new) -> kind. On the diagonal the kind applies only when the count of differing elements
+# (or the error) changed; None: no change. Absent -> anything is not a change ("appeared").
+TABLE: dict[tuple[State, State], ChangeKind | None] = {
+    **{(old, _A): "lost" for old in (_E, _EN, _D, _DN, _U)},
+    **{(_A, new): None for new in STATES},
+    **{(old, _U): "regression" for old in (_E, _EN, _D, _DN)},
+    (_U, _U): None,
+    (_E, _E): None,
+    (_E, _EN): "regression",
+    (_E, _D): "regression",
+    (_E, _DN): "regression",
+    (_EN, _E): "improvement",
+    (_EN, _EN): None,
+    (_EN, _D): "regression",
+    (_EN, _DN): "noise",
+    (_D, _E): "improvement",
+    (_D, _EN): "regression",
+    (_D, _D): "change",
+    (_D, _DN): "regression",
+    (_DN, _E): "improvement",
+    (_DN, _EN): "noise",
+    (_DN, _D): "change",
+    (_DN, _DN): "noise",
+    (_U, _E): "improvement",
+    (_U, _EN): "change",
+    (_U, _D): "change",
+    (_U, _DN): "change",
+}
 
 
 class EnvChange(BaseModel):
@@ -44,17 +88,46 @@ class Latency(BaseModel):
     fwd_bwd_ratio: float
 
 
+class Lost(BaseModel):
+    """Something the old report had and the new one lacks: ``what`` names it (e.g. ``candidate
+    liger``, ``diffusers vs rl_kernel, case 257: dgate``), ``names`` are the candidate, case, mode,
+    op and tensor names ``--allow-missing`` matches, ``old`` its state in the old report, and
+    ``allowed`` whether ``--allow-missing`` said the loss was intended (then it fails no gate)."""
+
+    kind: Literal["lost"] = "lost"
+    report: str  # the report's kind and op
+    what: str
+    names: list[str]
+    old: str
+    allowed: bool = False
+
+
 class OpDiff(BaseModel):
+    """One matched pair of reports. ``lost`` holds what the old report had and the new one lacks,
+    each at the highest level it is missing (a lost candidate is not also listed per case);
+    ``disappeared`` names them as lines."""
+
     kind: str
     op: str
     old_file: str
     new_file: str
     environment: list[EnvChange] = []
     appeared: list[str] = []
-    disappeared: list[str] = []
+    lost: list[Lost] = []
     changes: list[Change] = []
     latency: list[Latency] = []
     unknown_repeatability: list[Literal["old", "new"]] = []
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def disappeared(self) -> list[str]:
+        """Each lost entry as a line: what, its old state, and whether it was allowed."""
+        return [f"{x.what} (was {x.old}){' — allowed' if x.allowed else ''}" for x in self.lost]
+
+    def lose(self, what: str, *, names: list[str | None], old: str) -> None:
+        """Record something of the old report that the new one lacks."""
+        found = [n for n in dict.fromkeys([*names, self.op]) if n]
+        self.lost.append(Lost(report=f"{self.kind} {self.op}", what=what, names=found, old=old))
 
 
 def _env_fields(env: Environment) -> dict[str, str]:
@@ -74,7 +147,24 @@ def environment_changes(old: Environment, new: Environment) -> list[EnvChange]:
     ]
 
 
-def _state(c: Cmp) -> str:
+def state(c: Cmp) -> State:
+    """The state of one comparison (repeatability unknown counts as repeatable)."""
+    if c.equal:
+        return "equal, not repeatable" if c.repeatable is False else "equal"
+    return "differs, not repeatable" if c.repeatable is False else "differs"
+
+
+def worst(states: Iterable[State]) -> State:
+    """The state a set of comparisons is in together: stably different if one is, else not
+    repeatable if one is, else equal (also when there is none)."""
+    found = set(states)
+    for s in ("differs", "differs, not repeatable", "equal, not repeatable"):
+        if s in found:
+            return s  # type: ignore[return-value]
+    return "equal"
+
+
+def _describe(c: Cmp) -> str:
     if c.equal:
         text = "equal"
     else:
@@ -85,36 +175,33 @@ def _state(c: Cmp) -> str:
 
 
 def classify(old: Cmp, new: Cmp) -> ChangeKind | None:
-    """How one comparison changed between two reports (None: it did not)."""
-    if old.repeatable is True and new.repeatable is False:
-        return "regression"
-    if old.repeatable is False and new.repeatable is True:
-        return "improvement"
-    noisy = old.repeatable is False or new.repeatable is False
-    if old.equal and not new.equal:
-        return "noise" if noisy else "regression"
-    if not old.equal and new.equal:
-        return "noise" if noisy else "improvement"
-    if old.differ != new.differ or old.error != new.error:
-        return "noise" if noisy else "change"
-    return None
+    """How one comparison changed between two reports (``TABLE``; None: it did not)."""
+    counted = old.equal != new.equal or old.differ != new.differ or old.error != new.error
+    if {old.repeatable, new.repeatable} == {None, False}:
+        return "noise" if counted else None
+    a, b = state(old), state(new)
+    if a == b and not counted:
+        return None
+    return TABLE[(a, b)]
 
 
 def availability(
     old_reason: str | None,
     new_reason: str | None,
     *,
+    now: State = "equal",
     candidate: str,
     reference: str | None = None,
     case: str | None = None,
 ) -> list[Change]:
-    """A regression when something available became unavailable (``new_reason`` says why), an
-    improvement for the reverse; nothing when its availability did not change."""
+    """How something's availability changed (``TABLE``; ``new_reason`` says why it is unavailable
+    now, ``now`` is its state when it runs now); nothing when its availability did not change."""
     if (old_reason is None) == (new_reason is None):
         return []
-    kind: ChangeKind = "regression" if new_reason is not None else "improvement"
+    # from every state that ran to unavailable is the same kind
+    kind = TABLE[("equal", "unavailable")] if new_reason is not None else TABLE[("unavailable", now)]
     old = f"unavailable: {old_reason}" if old_reason else "available"
-    new = f"unavailable: {new_reason}" if new_reason else "available"
+    new = f"unavailable: {new_reason}" if new_reason else f"available, {now}"
     return [Change(kind=kind, candidate=candidate, reference=reference, case=case, old=old, new=new)]
 
 
@@ -135,7 +222,27 @@ def state_change(old: Cmp, new: Cmp, *, candidate: str, reference: str | None, c
             reference=reference,
             case=case,
             tensor=tensor,
-            old=_state(old),
-            new=_state(new),
+            old=_describe(old),
+            new=_describe(new),
         )
     ]
+
+
+def compare_tensors(
+    old: dict[str, Cmp],
+    new: dict[str, Cmp],
+    found: OpDiff,
+    *,
+    candidate: str,
+    reference: str | None,
+    case: str,
+    where: str,
+) -> None:
+    """Per tensor of one case: a state change, or a lost entry (``where`` names the case in it)
+    for a tensor the new report no longer compares."""
+    for tensor in (t for t in new if t in old):
+        found.changes += state_change(
+            old[tensor], new[tensor], candidate=candidate, reference=reference, case=case, tensor=tensor
+        )
+    for tensor in (t for t in old if t not in new):
+        found.lose(f"{where}: {tensor}", names=[candidate, reference, case, tensor], old=_describe(old[tensor]))

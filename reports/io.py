@@ -46,20 +46,6 @@ class ReportError(ValueError):
         super().__init__(f"{path}: " + "; ".join(f"{where}: {msg}" if where else msg for where, msg in problems))
 
 
-def json_path(loc: tuple) -> str:
-    """``("results", "liger", "vs diffusers", "257", "out", 0)``
-    -> ``$.results.liger["vs diffusers"]["257"].out[0]``."""
-    out = "$"
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part.isidentifier():
-            out += f".{part}"
-        else:
-            out += f"[{json.dumps(part)}]"
-    return out
-
-
 def _problems(err: ValidationError) -> list[tuple[str, str]]:
     errors = err.errors()
     # An invalid case or candidate fails both union branches; the "Unavailable" branch's complaint
@@ -68,7 +54,10 @@ def _problems(err: ValidationError) -> list[tuple[str, str]]:
     seen, problems = set(), []
     for e in real:
         loc = tuple(p for i, p in enumerate(e["loc"]) if _is_key(i, p))
-        item = (json_path(loc), e["msg"])
+        found = e.get("ctx", {}).get("error")
+        if isinstance(found, schema.FieldError):  # a model validator named the field
+            loc, e["msg"] = loc + found.loc, str(found)
+        item = (schema.json_path(loc), e["msg"])
         if item not in seen:
             seen.add(item)
             problems.append(item)

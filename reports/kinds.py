@@ -29,6 +29,11 @@ def _op_key(report: Any) -> Key:
     return report.kind, report.op, bool(getattr(report, "quick", False))
 
 
+def _key_is_the_problem(report: Any) -> dict[str, object]:
+    """No setting beyond the key makes two reports of this kind different problems."""
+    return {}
+
+
 @dataclass(frozen=True, kw_only=True)
 class ReportKind:
     """Everything the commands do with one kind of report. Each function takes the kind's model
@@ -39,7 +44,10 @@ class ReportKind:
     - ``sections``: the tables ``audit show`` draws, narrowed by a ``View``;
     - ``diff``: records into an ``OpDiff`` what changed from an old report to a new one;
     - ``candidates``: the names ``audit show --candidate`` accepts;
+    - ``ran``: the candidates that computed something that was compared (empty: nothing was);
     - ``key``: what a report is matched by in a diff and a baseline: (kind, op, quick);
+    - ``problem``: the settings, beyond the key, that say which problem the report solved (name ->
+      value); two reports whose settings differ are not compared;
     - ``plot``: the name of its drawing in ``reports.plot`` (matplotlib, an optional extra, is not
       imported here); None when the tables say it all.
     """
@@ -50,7 +58,9 @@ class ReportKind:
     sections: Callable[[Any, View], list[Section]]
     diff: Callable[[Any, Any, OpDiff], None]
     candidates: Callable[[Any], list[str]]
+    ran: Callable[[Any], set[str]]
     key: Callable[[Any], Key] = _op_key
+    problem: Callable[[Any], dict[str, object]] = _key_is_the_problem
     plot: str | None = None
 
     @classmethod
@@ -60,10 +70,11 @@ class ReportKind:
         model: type[ReportBase],
         *,
         key: Callable[[Any], Key] = _op_key,
+        problem: Callable[[Any], dict[str, object]] = _key_is_the_problem,
         plot: str | None = None,
     ) -> ReportKind:
-        """The kind whose module defines ``verdicts``, ``STATUSES``, ``sections``, ``diff`` and
-        ``candidates``."""
+        """The kind whose module defines ``verdicts``, ``STATUSES``, ``sections``, ``diff``,
+        ``candidates`` and ``ran``."""
         return cls(
             model=model,
             verdicts=module.verdicts,
@@ -71,7 +82,9 @@ class ReportKind:
             sections=module.sections,
             diff=module.diff,
             candidates=module.candidates,
+            ran=module.ran,
             key=key,
+            problem=problem,
             plot=plot,
         )
 
@@ -90,9 +103,9 @@ KINDS: dict[str, ReportKind] = {
     for k in (
         ReportKind.of(bitwise, bitwise.BitwiseReport, plot="plot_bitwise"),
         ReportKind.of(prior_art, prior_art.PriorArtReport, plot="plot_prior_art"),
-        ReportKind.of(chain, chain.ChainReport, plot="plot_chain"),
+        ReportKind.of(chain, chain.ChainReport, problem=chain.problem, plot="plot_chain"),
         ReportKind.of(parallel, parallel.ParallelReport, key=parallel.key),
-        ReportKind.of(trajectory, trajectory.TrajectoryReport, plot="plot_trajectory"),
+        ReportKind.of(trajectory, trajectory.TrajectoryReport, problem=trajectory.problem, plot="plot_trajectory"),
     )
 }
 

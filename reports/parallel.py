@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from .changes import EnvChange, OpDiff, availability, reason, state_change
+from .changes import EnvChange, OpDiff, State, availability, compare_tensors, reason, state, worst
 from .schema import CaseComparison, CaseKey, Environment, ReportBase, Strict, Unavailable
 from .tables import CPU_NOTE, Cell, Section, View, cmp_cell, verdict_section, visible
 from .verdict import Status, Verdict
@@ -100,6 +100,11 @@ def candidates(report: ParallelReport) -> list[str]:
     return list(report.results)
 
 
+def ran(report: ParallelReport) -> set[str]:
+    """The candidates with a finished case."""
+    return {n for n, c in report.results.items() if isinstance(c, ParallelCandidate) and c.cases}
+
+
 def verdicts(report: ParallelReport) -> list[Verdict]:
     """One verdict per candidate under the report's layout (``decide``)."""
     out = []
@@ -147,25 +152,48 @@ def sections(report: ParallelReport, view: View = View()) -> list[Section]:
     return out
 
 
+def _state(c: ParallelCandidate | Unavailable, cases: list[str] | None = None) -> State | str:
+    """A candidate's comparisons (in ``cases``, default all) together (``worst``), or why it did
+    not run."""
+    if isinstance(c, Unavailable):
+        return f"unavailable: {c.unavailable}"
+    return worst(
+        state(t)
+        for key, case in c.cases.items()
+        if cases is None or key in cases
+        for how in (case.native, case.fixed_order)
+        for t in how.by_tensor().values()
+    )
+
+
 def diff(old: ParallelReport, new: ParallelReport, found: OpDiff) -> None:
     """Per candidate, case, reduction (as ``reference``) and tensor; a changed layout, rank count
-    or backend is an environment difference."""
+    or backend is an environment difference; a candidate, case or tensor the new report lacks is
+    lost."""
     found.environment += [
         EnvChange(field=f, old=str(getattr(old, f)), new=str(getattr(new, f)))
         for f in ("layout", "ranks", "backend")
         if getattr(old, f) != getattr(new, f)
     ]
     found.appeared += [f"candidate {n}" for n in new.results if n not in old.results]
-    found.disappeared += [f"candidate {n}" for n in old.results if n not in new.results]
+    for name in (n for n in old.results if n not in new.results):
+        found.lose(f"candidate {name}", names=[name], old=_state(old.results[name]))
     for name in (n for n in new.results if n in old.results):
         o, n = old.results[name], new.results[name]
-        found.changes += availability(reason(o), reason(n), candidate=name)
+        found.changes += availability(reason(o), reason(n), now=_state(n), candidate=name)
         if isinstance(o, Unavailable) or isinstance(n, Unavailable):
             continue
-        for case in (c for c in n.cases if c in o.cases):
+        for case in o.cases:
+            if case not in n.cases:
+                found.lose(f"{name}, case {case}", names=[name, case], old=_state(o, [case]))
+                continue
             for how in ("native", "fixed_order"):
-                old_t, new_t = getattr(o.cases[case], how).by_tensor(), getattr(n.cases[case], how).by_tensor()
-                for tensor in (t for t in new_t if t in old_t):
-                    found.changes += state_change(
-                        old_t[tensor], new_t[tensor], candidate=name, reference=how, case=case, tensor=tensor
-                    )
+                compare_tensors(
+                    getattr(o.cases[case], how).by_tensor(),
+                    getattr(n.cases[case], how).by_tensor(),
+                    found,
+                    candidate=name,
+                    reference=how,
+                    case=case,
+                    where=f"{name}, case {case}, {how.replace('_', '-')} reduction",
+                )

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from .changes import Change, Latency, OpDiff, availability, reason
-from .schema import CaseKey, Count, Environment, ReportBase, Strict, Unavailable
+from .changes import TABLE, Change, Latency, OpDiff, State, availability, reason, worst
+from .schema import CaseKey, Count, Environment, FieldError, ReportBase, Strict, Unavailable
 from .tables import CPU_NOTE, Cell, Section, View, unavailable_cell, verdict_section
 from .verdict import Status, Verdict
 
@@ -53,11 +53,22 @@ class BatchSizeSweep(Strict):
 
 
 class BatchInvariance(Strict):
+    """Every check, and ``batch_invariant``: true exactly when every check found nothing."""
+
     all_rows: dict[CaseKey, RowsDiffer]
     params_repeatable: bool
     full_vs_sub_batches: SubBatches
     batch_size_sweep: BatchSizeSweep
     batch_invariant: bool
+
+    @model_validator(mode="after")
+    def _verdict_follows_checks(self) -> "BatchInvariance":
+        failures = invariance_failures(self)
+        if self.batch_invariant and failures:
+            raise FieldError(("batch_invariant",), f"is true, but {'; '.join(failures)}")
+        if not self.batch_invariant and not failures:
+            raise FieldError(("batch_invariant",), "is false, but every check found nothing")
+        return self
 
 
 class Accuracy(Strict):
@@ -86,9 +97,19 @@ def candidates(report: PriorArtReport) -> list[str]:
     return list(dict.fromkeys(n for found in report.results.values() if isinstance(found, dict) for n in found))
 
 
-def invariance_failures(c: PriorArtCandidate) -> list[str]:
+def ran(report: PriorArtReport) -> set[str]:
+    """The candidates checked in some mode."""
+    return {
+        n
+        for found in report.results.values()
+        if isinstance(found, dict)
+        for n, c in found.items()
+        if isinstance(c, PriorArtCandidate)
+    }
+
+
+def invariance_failures(bi: BatchInvariance) -> list[str]:
     """Which checks failed and for which tensors, as short phrases (empty when invariant)."""
-    bi = c.batch_invariance
     failures = []
     for n, rows in bi.all_rows.items():
         what = [w for w, k in (("output", rows.fwd_differ), ("row gradients", rows.rowgrad_differ)) if k]
@@ -120,12 +141,11 @@ def verdicts(report: PriorArtReport) -> list[Verdict]:
             if isinstance(c, Unavailable):
                 found.append(Verdict(name, None, "unavailable", c.unavailable, mode))
                 continue
-            failures = invariance_failures(c)
-            if c.batch_invariance.batch_invariant and not failures:
-                found.append(Verdict(name, None, "batch-invariant", "every check bitwise equal", mode))
+            failures = invariance_failures(c.batch_invariance)  # empty exactly when batch_invariant
+            if failures:
+                found.append(Verdict(name, None, "not invariant", "; ".join(failures), mode))
             else:
-                detail = "; ".join(failures) or "the report says not invariant"
-                found.append(Verdict(name, None, "not invariant", detail, mode))
+                found.append(Verdict(name, None, "batch-invariant", "every check bitwise equal", mode))
     return found
 
 
@@ -195,29 +215,52 @@ def sections(report: PriorArtReport, view: View = View()) -> list[Section]:
     return sections
 
 
+def _state(entry: PriorArtCandidate | Unavailable | dict) -> State | str:
+    """A candidate's state (``equal``: batch-invariant; ``differs``: not), a mode's (its
+    candidates' worst), or why it did not run."""
+    if isinstance(entry, Unavailable):
+        return f"unavailable: {entry.unavailable}"
+    if isinstance(entry, dict):
+        return worst(s for c in entry.values() if (s := _state(c)) in ("equal", "differs"))
+    return "equal" if entry.batch_invariance.batch_invariant else "differs"
+
+
+def _lose_checks(oc: PriorArtCandidate, nc: PriorArtCandidate, found: OpDiff, *, mode: str, name: str) -> None:
+    """Gradients (``has_backward``) and batch sizes of the every-row check the new report lacks."""
+    where = f"{name} in mode {mode}"
+    if oc.has_backward and not nc.has_backward:
+        found.lose(f"{where}: backward", names=[name, mode, "backward"], old="has backward")
+    for n in (n for n in oc.batch_invariance.all_rows if n not in nc.batch_invariance.all_rows):
+        found.lose(f"{where}: rows alone vs in a batch of {n}", names=[name, mode, n], old="checked")
+
+
 def diff(old: PriorArtReport, new: PriorArtReport, found: OpDiff) -> None:
-    """Modes and candidates that appeared or disappeared; availability changes; a candidate that
-    became not invariant is a regression (the reverse an improvement); latency NEW / OLD per size."""
+    """Modes and candidates that appeared; modes, candidates, backward and batch sizes lost;
+    availability changes; a candidate that became not invariant is a regression (the reverse an
+    improvement); latency NEW / OLD per size."""
     found.appeared += [f"mode {m}" for m in new.results if m not in old.results]
-    found.disappeared += [f"mode {m}" for m in old.results if m not in new.results]
+    for mode in (m for m in old.results if m not in new.results):
+        found.lose(f"mode {mode}", names=[mode], old=_state(old.results[mode]))
     for mode in (m for m in new.results if m in old.results):
         om, nm = old.results[mode], new.results[mode]
-        found.changes += availability(reason(om), reason(nm), candidate=f"mode {mode}", reference=mode)
+        found.changes += availability(reason(om), reason(nm), now=_state(nm), candidate=f"mode {mode}", reference=mode)
         if isinstance(om, Unavailable) or isinstance(nm, Unavailable):
             continue
         found.appeared += [f"{n} in mode {mode}" for n in nm if n not in om]
-        found.disappeared += [f"{n} in mode {mode}" for n in om if n not in nm]
+        for name in (n for n in om if n not in nm):
+            found.lose(f"{name} in mode {mode}", names=[name, mode], old=_state(om[name]))
         for name in (n for n in nm if n in om):
             oc, nc = om[name], nm[name]
-            found.changes += availability(reason(oc), reason(nc), candidate=name, reference=mode)
+            found.changes += availability(reason(oc), reason(nc), now=_state(nc), candidate=name, reference=mode)
             if isinstance(oc, Unavailable) or isinstance(nc, Unavailable):
                 continue
+            _lose_checks(oc, nc, found, mode=mode, name=name)
             was, now = oc.batch_invariance.batch_invariant, nc.batch_invariance.batch_invariant
             if was != now:
                 label = {True: "batch-invariant", False: "not invariant"}
                 found.changes.append(
                     Change(
-                        kind="regression" if was else "improvement",
+                        kind=TABLE[(_state(oc), _state(nc))],
                         candidate=name,
                         reference=mode,
                         old=label[was],

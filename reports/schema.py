@@ -10,6 +10,7 @@ at the level where it failed.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
@@ -26,6 +27,29 @@ def without_none(data: dict, *keys: str) -> dict:
         if data.get(key) is None:
             data.pop(key, None)
     return data
+
+
+def json_path(loc: tuple) -> str:
+    """``("results", "liger", "vs diffusers", "257", "out", 0)``
+    -> ``$.results.liger["vs diffusers"]["257"].out[0]``."""
+    out = "$"
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part.isidentifier():
+            out += f".{part}"
+        else:
+            out += f"[{json.dumps(part)}]"
+    return out
+
+
+class FieldError(ValueError):
+    """A model validator's finding about one field: ``loc`` is its path from the model being
+    validated (keys and indices), which ``reports.io`` appends to the model's own location."""
+
+    def __init__(self, loc: tuple[str | int, ...], message: str):
+        super().__init__(message)
+        self.loc = loc
 
 
 class Strict(BaseModel):

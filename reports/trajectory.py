@@ -16,6 +16,7 @@ from pydantic import Field, model_validator
 
 from .changes import OpDiff, availability, reason, state_change
 from .chain import ChainBlock, ChainCandidate, drifts, settled_equal
+from .chain import settings as chain_settings
 from .schema import CaseKey, Cmp, Environment, FiniteFloat, ReportBase, Strict, Unavailable
 from .sdpa import Sdpa
 from .tables import Cell, Section, View, cmp_cell, unavailable_cell, visible
@@ -98,6 +99,19 @@ class TrajectoryReport(ReportBase):
     inputs_sha256: dict[CaseKey, str]
     sdpa: Sdpa
     results: dict[str, TrajectoryMode | Unavailable]
+
+
+def settings(*, block: dict, steps: int, lengths: list[int], candidates: dict[str, str]) -> dict[str, object]:
+    """What a trajectory computes, beyond its kind and op, by name: the chain's settings (no
+    backward) and the number of steps."""
+    return {**chain_settings(block=block, backward=False, lengths=lengths, candidates=candidates), "steps": steps}
+
+
+def problem(report: TrajectoryReport) -> dict[str, object]:
+    """The report's ``settings``. Reports whose problems differ are not compared (``reports.diff``)."""
+    return settings(
+        block=report.block.model_dump(), steps=report.steps, lengths=report.lengths, candidates=report.candidates
+    )
 
 
 def candidates(report: TrajectoryReport) -> list[str]:

@@ -10,6 +10,8 @@ import typer
 from audit.cli import checks
 from audit.cli.app import app
 from audit.cli.options import (
+    AllowDifferentProblemOpt,
+    AllowMissingOpt,
     BaselineOpt,
     ConfigOpt,
     Device,
@@ -17,6 +19,7 @@ from audit.cli.options import (
     EnvOpt,
     FailOnOpt,
     InheritEnvOpt,
+    MaxSizeOpt,
     ModeEnvOpt,
     OutOpt,
     QuietOpt,
@@ -25,6 +28,7 @@ from audit.cli.options import (
 from audit.cli.sdpa import AttentionOpt, DeterministicOpt, setting
 from audit.cli.session import Work, execute, gate_for, report_paths
 from modes import MODES
+from reports.io import MAX_REPORT_MB
 
 REDUCED = "--hidden 512 --heads 4 --ffn 1024"  # a block that runs in under a minute on two CPU cores
 LengthOpt = Annotated[
@@ -115,6 +119,9 @@ def chain(
     quiet: QuietOpt = False,
     baseline: BaselineOpt = None,
     fail_on: FailOnOpt = None,
+    allow_missing: AllowMissingOpt = None,
+    max_size: MaxSizeOpt = MAX_REPORT_MB,
+    allow_different_problem: AllowDifferentProblemOpt = False,
     config: ConfigOpt = None,
     env: EnvOpt = None,
     mode_env: ModeEnvOpt = None,
@@ -124,7 +131,9 @@ def chain(
     h3_conditioning_chain_replay report with the first stage whose bits drift. Memory on a CPU, full
     block (the defaults), length 17, measured peak resident set: 10.3 GB, 17.5 GB with --backward;
     --hidden 512 --heads 4 --ffn 1024 takes under a minute on two cores (55 s with --backward)."""
+    from audit.core.chain import Choice
     from audit.parent.chain import KIND, OP, chain_report, run_modes
+    from reports.chain import settings
 
     envs = checks.environments(config, env, mode_env)
     checks.load_adapters()
@@ -143,7 +152,18 @@ def chain(
     )
     job["backward"] = backward
     inherit = checks.inherited(inherit_env)
-    gate = gate_for(baseline, fail_on, kind=KIND, names=[OP])
+    asked = {stage: Choice(*choice).label for stage, choice in job["choices"].items()}
+    gate = gate_for(
+        baseline,
+        fail_on,
+        kind=KIND,
+        names=[OP],
+        requested=[c.partition("=")[2] for c in candidate or []],
+        allow_missing=allow_missing,
+        allow_different_problem=allow_different_problem,
+        max_size=max_size,
+        problem=settings(block=job["block"], backward=backward, lengths=job["lengths"], candidates=asked),
+    )
 
     def compute(advance) -> dict:
         found, recorded = run_modes(job, modes, timeout=timeout, environments=envs, inherit=inherit, advance=advance)

@@ -93,9 +93,28 @@ FailOnOpt = Annotated[
     Optional[FailOn],
     typer.Option(
         "--fail-on",
-        help="Exit 1 on: 'regression' (against --baseline; the default with one), 'differ' (any "
-        "comparison not bitwise equal, or any candidate not batch-invariant, baseline or not), 'none' (the "
-        "default without a baseline: exit 0 whatever the bits are).",
+        help="Exit 1 on: 'regression' (against --baseline, the default with one: a comparison that got "
+        "worse, or a report, mode, candidate, case or tensor of the baseline missing from this run), 'differ' "
+        "(that, and any comparison not bitwise equal, any candidate not batch-invariant, a --candidate that did "
+        "not run, or a report in which nothing was compared), 'none' (the default without a baseline: exit 0 "
+        "whatever the bits are).",
+    ),
+]
+AllowMissingOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--allow-missing",
+        metavar="NAME",
+        help="What the baseline (or OLD) has and this run (or NEW) may lack: a candidate, case, mode, op or "
+        "tensor name, or 'all'; repeatable. The loss is still listed, but fails no gate.",
+    ),
+]
+AllowDifferentProblemOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-different-problem",
+        help="Compare reports of different problems (a chain replay's block, backward, lengths or stage "
+        "candidates); the settings that differ are listed. Otherwise that is exit 2.",
     ),
 ]
 ConfigOpt = Annotated[

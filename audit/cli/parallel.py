@@ -10,18 +10,21 @@ import typer
 from audit.cli import checks
 from audit.cli.app import app
 from audit.cli.options import (
+    AllowMissingOpt,
     BaselineOpt,
     CaseOpt,
     Device,
     DeviceOpt,
     FailOnOpt,
     InheritEnvOpt,
+    MaxSizeOpt,
     OutOpt,
     QuietOpt,
     TimeoutOpt,
 )
 from audit.cli.session import Work, execute, gate_for, report_paths
 from audit.core.names import LAYOUT_NAMES, OP_NAMES
+from reports.io import MAX_REPORT_MB
 
 
 def rank_limit(backend: str) -> tuple[int, str]:
@@ -78,6 +81,8 @@ def parallel(
     quiet: QuietOpt = False,
     baseline: BaselineOpt = None,
     fail_on: FailOnOpt = None,
+    allow_missing: AllowMissingOpt = None,
+    max_size: MaxSizeOpt = MAX_REPORT_MB,
 ) -> None:
     """Shard an op across --ranks processes under torchrun and compare the combined output and
     gradients with the same candidate in one process, bitwise: gathered tensors, and reduced ones
@@ -99,7 +104,15 @@ def parallel(
     name = f"{op}.{layout}"
     path = report_paths(out, [name], KIND)[name]
     inherit = checks.inherited(inherit_env)
-    gate = gate_for(baseline, fail_on, kind=KIND, names=[f"{op} {layout}"])
+    gate = gate_for(
+        baseline,
+        fail_on,
+        kind=KIND,
+        names=[f"{op} {layout}"],
+        requested=candidate,
+        allow_missing=allow_missing,
+        max_size=max_size,
+    )
     plan = _plan(
         op,
         layout,

@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from audit.cli import checks
 from audit.cli.app import app, console, err
-from audit.cli.options import Format, FormatOpt, MaxSizeOpt
+from audit.cli.options import AllowDifferentProblemOpt, AllowMissingOpt, Format, FormatOpt, MaxSizeOpt
 from reports.io import MAX_REPORT_MB
 from reports.kinds import kind_names
 
@@ -96,19 +96,31 @@ def diff(
     old: Annotated[Path, typer.Argument(help="Earlier reports: a file or a directory.")],
     new: Annotated[Path, typer.Argument(help="Later reports of the same kind: a file or a directory.")],
     format: FormatOpt = Format.table,
+    allow_missing: AllowMissingOpt = None,
+    allow_different_problem: AllowDifferentProblemOpt = False,
+    max_size: MaxSizeOpt = MAX_REPORT_MB,
 ) -> None:
     """What changed from OLD to NEW, matched by report kind and op: environment (GPU, torch, CUDA,
-    libraries, mode variables), candidates and cases that appeared or disappeared, and each change
-    of state: equal->differ and available->unavailable are regressions, the reverse improvements,
-    a changed count of differing elements a change, and any change on a non-repeatable comparison
-    noise. Prior-art: invariant->not invariant is a regression; latency NEW/OLD per size.
-    Exit 0: no regression; 1: a regression; 2: unusable input."""
+    libraries, mode variables), what appeared, what was lost (a report, mode, candidate, case or
+    tensor comparison of OLD that NEW lacks), and each change of state, classified by the table in
+    the README's "Deciding": e.g. equal->differ and available->unavailable are regressions, the
+    reverse improvements, a changed count of differing elements a change, and a change between
+    non-repeatable states noise. Prior-art: invariant->not invariant is a regression; latency
+    NEW/OLD per size. Exit 0: no regression and nothing lost that --allow-missing does not name;
+    1: a regression or such a loss; 2: unusable input (also reports of different problems)."""
     from reports.diff import DiffInputError, diff_sets
     from reports.io import ReportError, load_set
     from reports.render import diff_sections, draw_markdown, draw_rich
 
     try:
-        found = diff_sets(load_set(old), load_set(new), old_name=str(old), new_name=str(new))
+        found = diff_sets(
+            load_set(old, max_size),
+            load_set(new, max_size),
+            old_name=str(old),
+            new_name=str(new),
+            allow_missing=allow_missing,
+            allow_different_problem=allow_different_problem,
+        )
     except (DiffInputError, ReportError) as exc:
         err.print(f"[red]{escape(str(exc))}[/]")
         raise typer.Exit(2)

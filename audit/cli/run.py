@@ -11,6 +11,7 @@ import typer
 from audit.cli import checks
 from audit.cli.app import app, err
 from audit.cli.options import (
+    AllowMissingOpt,
     BaselineOpt,
     CandidateOpt,
     CaseOpt,
@@ -20,6 +21,7 @@ from audit.cli.options import (
     EnvOpt,
     FailOnOpt,
     InheritEnvOpt,
+    MaxSizeOpt,
     ModeEnvOpt,
     ModeOpt,
     OpOpt,
@@ -27,6 +29,7 @@ from audit.cli.options import (
     QuietOpt,
     TimeoutOpt,
 )
+from reports.io import MAX_REPORT_MB
 from audit.cli.session import Work, execute, gate_for, report_paths
 
 
@@ -75,6 +78,8 @@ def run(
     ] = 2,
     baseline: BaselineOpt = None,
     fail_on: FailOnOpt = None,
+    allow_missing: AllowMissingOpt = None,
+    max_size: MaxSizeOpt = MAX_REPORT_MB,
     config: ConfigOpt = None,
     env: EnvOpt = None,
     mode_env: ModeEnvOpt = None,
@@ -112,7 +117,15 @@ def run(
             )
         )
     works = _works(plans, paths, timeout)
-    gate = gate_for(baseline, fail_on, kind=BITWISE.kind, names=[w.label for w in works])
+    gate = gate_for(
+        baseline,
+        fail_on,
+        kind=BITWISE.kind,
+        names=[w.label for w in works],
+        requested=candidate,
+        allow_missing=allow_missing,
+        max_size=max_size,
+    )
     if dev.type == "cpu" and not case:
         err.print("[dim]CPU device: using each op's CPU cases (pass --case to choose).[/]")
     execute(works, unit="candidate × case", gate=gate, quiet=quiet)
@@ -141,6 +154,8 @@ def prior_art(
     quiet: QuietOpt = False,
     baseline: BaselineOpt = None,
     fail_on: FailOnOpt = None,
+    allow_missing: AllowMissingOpt = None,
+    max_size: MaxSizeOpt = MAX_REPORT_MB,
     config: ConfigOpt = None,
     env: EnvOpt = None,
     mode_env: ModeEnvOpt = None,
@@ -177,7 +192,16 @@ def prior_art(
         for name in ops
     ]
     works = _works(plans, paths, timeout)
-    gate = gate_for(baseline, fail_on, kind=PRIOR_ART.kind, names=[w.label for w in works], quick=quick)
+    gate = gate_for(
+        baseline,
+        fail_on,
+        kind=PRIOR_ART.kind,
+        names=[w.label for w in works],
+        quick=quick,
+        requested=candidate,
+        allow_missing=allow_missing,
+        max_size=max_size,
+    )
     execute(works, unit="candidate × check", gate=gate, quiet=quiet)
 
 

@@ -3,12 +3,14 @@
 
 Contract:
 - Before any work: ``report_paths`` checks ``--out`` and ``gate_for`` loads ``--baseline``; a
-  problem with either is one line and exit 2.
+  problem with either is one line and exit 2, and so is a baseline of a different problem
+  (``reports.diff``) where the command gives its settings (``chain``); otherwise that is found after
+  the run: one line and exit 2, the reports written.
 - ``execute`` computes each ``Work`` under one progress bar (units, elapsed time, ETA), writes its
   report atomically as soon as it is done, then prints the reports (unless quiet), one "wrote"
-  line each, the diff against the baseline, the closing summary (one line per report with
-  its verdict counts, a recap across reports, the diff's counts), and exits 1 when the gate
-  fails, naming the first failing comparison.
+  line each, the diff against the baseline, the closing summary (one line per report with its
+  verdict counts, a recap across reports, the diff's counts), and exits 1 when the gate fails
+  (``reports.diff.gate``), one line per reason, each naming the first failing comparison.
 - Ctrl-C and SIGTERM stop the workers (``audit.parent.launch`` kills every process they started
   and removes its temporary directories), name the reports already written and exit 130 or 143.
   A report that cannot be written (disk full, a read-only file system) is one line naming the path
@@ -20,7 +22,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -31,6 +33,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from audit.cli.app import console, err
 from audit.cli.checks import usage_error
 from audit.cli.options import FailOn
+from reports.io import MAX_REPORT_MB
 
 Advance = Callable[[str], None]
 WRITE_FAILED = 3
@@ -66,29 +69,57 @@ def report_paths(out: Optional[Path], names: list[str], kind: str) -> dict[str, 
         raise usage_error(f"--out: {exc}") from None
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class Gate:
-    """The baseline set (loaded before anything runs) and what makes the run fail."""
+    """The baseline set (loaded before anything runs) and what makes the run fail:
+    ``fail_on``, the ``--candidate`` names that must run (``requested``), the names whose loss
+    against the baseline was intended (``allow_missing``), and whether a baseline of a different
+    problem is compared anyway."""
 
     baseline: Optional[dict]
     name: str
     fail_on: str
+    requested: list[str] = field(default_factory=list)
+    allow_missing: list[str] = field(default_factory=list)
+    allow_different_problem: bool = False
 
 
 def gate_for(
-    baseline: Optional[Path], fail_on: Optional[FailOn], *, kind: str, names: list[str], quick: bool = False
+    baseline: Optional[Path],
+    fail_on: Optional[FailOn],
+    *,
+    kind: str,
+    names: list[str],
+    quick: bool = False,
+    requested: Optional[list[str]] = None,
+    allow_missing: Optional[list[str]] = None,
+    allow_different_problem: bool = False,
+    max_size: float = MAX_REPORT_MB,
+    problem: Optional[dict[str, object]] = None,
 ) -> Gate:
-    """Load and check --baseline before any computation: unusable input exits 2."""
-    from reports.diff import baselined_ops
+    """Load and check --baseline (at most ``max_size`` MiB a file) before any computation:
+    unusable input exits 2, and so does a baseline report whose kind's ``problem`` differs from
+    ``problem`` (the settings of the run about to start), unless ``allow_different_problem``.
+    --allow-missing without a baseline is a usage error."""
+    from reports.diff import baselined_ops, different_problem, problem_differences
     from reports.io import ReportError, load_set
+    from reports.kinds import KINDS
 
     chosen = fail_on.value if fail_on else ("regression" if baseline else "none")
+    options = dict(
+        fail_on=chosen,
+        requested=list(requested or []),
+        allow_missing=list(allow_missing or []),
+        allow_different_problem=allow_different_problem,
+    )
     if baseline is None:
         if chosen == "regression":
             raise typer.BadParameter("--fail-on regression needs --baseline", param_hint="--fail-on")
-        return Gate(None, "", chosen)
+        if allow_missing:
+            raise typer.BadParameter("--allow-missing needs --baseline", param_hint="--allow-missing")
+        return Gate(baseline=None, name="", **options)
     try:
-        found = load_set(baseline)
+        found = load_set(baseline, max_size)
     except ReportError as exc:
         raise typer.BadParameter(str(exc), param_hint="--baseline") from None
     covered = baselined_ops(found, kind, names, quick)
@@ -97,10 +128,17 @@ def gate_for(
             f"{baseline} holds no {kind} report for {', '.join(names)}" + (" (quick)" if quick else ""),
             param_hint="--baseline",
         )
+    if problem is not None and not allow_different_problem:
+        for name in covered:
+            path, report = found[(kind, name, quick)]
+            differs = problem_differences(KINDS[kind].problem(report.root), problem)
+            if differs:
+                why = different_problem(kind, differs, old=path, new="this run")
+                raise typer.BadParameter(str(why), param_hint="--baseline")
     missing = [n for n in names if n not in covered]
     if missing:
         err.print(f"[yellow]--baseline has no {kind} report for {escape(', '.join(missing))}: not gated[/]")
-    return Gate(found, str(baseline), chosen)
+    return Gate(baseline=found, name=str(baseline), **options)
 
 
 @dataclass(frozen=True)
@@ -116,9 +154,9 @@ class Work:
 
 def execute(works: list[Work], *, unit: str, gate: Gate, quiet: bool) -> None:
     """Compute, write, print and gate ``works`` as the module says."""
+    from reports.diff import DiffInputError
     from reports.diff import gate as decide
     from reports.render import diff_sections, draw_rich, print_report
-    from reports.summary import first_difference, first_regression
 
     written: list = []
     try:
@@ -143,15 +181,27 @@ def execute(works: list[Work], *, unit: str, gate: Gate, quiet: bool) -> None:
         if not quiet:
             print_report(report, console)
         console.print(f"wrote {escape(str(path))}")
-    diff, failed = decide(reports, [p for p, _ in written], gate.baseline, gate.fail_on, gate.name)
+    try:
+        diff, failures = decide(
+            reports,
+            [p for p, _ in written],
+            gate.baseline,
+            gate.fail_on,
+            baseline_name=gate.name,
+            requested=gate.requested,
+            allow_missing=gate.allow_missing,
+            allow_different_problem=gate.allow_different_problem,
+        )
+    except DiffInputError as exc:
+        err.print(f"[red]--baseline: {escape(str(exc))}; exit 2[/]")
+        raise typer.Exit(2)
     if diff is not None:
         console.print(draw_rich(diff_sections(diff)))
     _summarise(reports, diff)
-    if failed:
-        regressed = diff is not None and diff.regressed
-        first = first_regression(diff) if regressed else first_difference(reports)
-        why = "a regression against the baseline" if regressed else "a difference"
-        err.print(f"[red]--fail-on {gate.fail_on}: {why}{escape(f', first: {first}' if first else '')}; exit 1[/]")
+    if failures:
+        for why in failures:
+            err.print(f"[red]--fail-on {gate.fail_on}: {escape(why)}[/]")
+        err.print(f"[red]--fail-on {gate.fail_on}: exit 1[/]")
         raise typer.Exit(1)
 
 

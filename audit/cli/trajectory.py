@@ -19,6 +19,8 @@ from audit.cli.chain import (
     chain_job,
 )
 from audit.cli.options import (
+    AllowDifferentProblemOpt,
+    AllowMissingOpt,
     BaselineOpt,
     ConfigOpt,
     Device,
@@ -26,6 +28,7 @@ from audit.cli.options import (
     EnvOpt,
     FailOnOpt,
     InheritEnvOpt,
+    MaxSizeOpt,
     ModeEnvOpt,
     OutOpt,
     QuietOpt,
@@ -33,6 +36,7 @@ from audit.cli.options import (
 )
 from audit.cli.sdpa import AttentionOpt, DeterministicOpt
 from audit.cli.session import Work, execute, gate_for, report_paths
+from reports.io import MAX_REPORT_MB
 
 
 @app.command()
@@ -60,6 +64,9 @@ def trajectory(
     quiet: QuietOpt = False,
     baseline: BaselineOpt = None,
     fail_on: FailOnOpt = None,
+    allow_missing: AllowMissingOpt = None,
+    max_size: MaxSizeOpt = MAX_REPORT_MB,
+    allow_different_problem: AllowDifferentProblemOpt = False,
     config: ConfigOpt = None,
     env: EnvOpt = None,
     mode_env: ModeEnvOpt = None,
@@ -70,9 +77,11 @@ def trajectory(
     naming the first step that differs and whether the difference grows, stays or fades. Memory on a
     CPU, full block (the defaults), length 17, measured peak resident set: 3.3 GB; --hidden 512
     --heads 4 --ffn 1024 takes under a minute on two cores (34 s at 8 steps)."""
+    from audit.core.chain import Choice
     from audit.core.trajectory import scheduler
     from audit.parent.chain import run_modes
     from audit.parent.trajectory import KIND, OP, WORKER, trajectory_report
+    from reports.trajectory import settings
 
     path = report_paths(out, [OP], KIND)[OP]
     if steps < 1:
@@ -93,7 +102,18 @@ def trajectory(
     )
     job |= {"steps": steps, "timesteps": [float(t) for t in scheduler(steps).timesteps]}
     inherit = checks.inherited(inherit_env)
-    gate = gate_for(baseline, fail_on, kind=KIND, names=[OP])
+    asked = {stage: Choice(*choice).label for stage, choice in job["choices"].items()}
+    gate = gate_for(
+        baseline,
+        fail_on,
+        kind=KIND,
+        names=[OP],
+        requested=[c.partition("=")[2] for c in candidate or []],
+        allow_missing=allow_missing,
+        allow_different_problem=allow_different_problem,
+        max_size=max_size,
+        problem=settings(block=job["block"], steps=steps, lengths=job["lengths"], candidates=asked),
+    )
 
     def compute(advance) -> dict:
         found, recorded = run_modes(

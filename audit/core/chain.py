@@ -4,10 +4,12 @@ The provider is a ``MiniMaxH3Transformer3DModel`` of the installed diffusers wit
 token refiner; the chain is its timestep path, that block and ``norm_out``, in ten stages:
 ``time_proj`` → ``timestep_mlp`` → ``adaln_projection`` → ``norm1_modulate`` → ``attention`` →
 ``gate_residual_msa`` → ``norm2_modulate`` → ``ff`` → ``gate_residual_mlp`` → ``norm_out``.
-Every provider stage runs the diffusers module that the model runs at that point, with the
-expression that ``MiniMaxH3TransformerBlock.forward`` writes around it, so the provider stages in
-sequence give **bitwise** the tensors of ``MiniMaxH3Transformer3DModel.forward``: ``temb``, the
-block's output and ``norm_out``'s output (``tests/test_chain.py`` checks this at hidden size 5376).
+Every provider stage runs the diffusers module that the model runs at that point; the row stages
+(``norm*_modulate``, ``gate_residual_*``) run the operations that ``MiniMaxH3TransformerBlock.forward``
+itself writes around its submodules (an ``Expression``, which the ``diffusers`` candidates of the
+row ops run too). So the provider stages in sequence give **bitwise** the tensors of
+``MiniMaxH3Transformer3DModel.forward``: ``temb``, the block's output and ``norm_out``'s output
+(``tests/core/test_chain.py`` checks this at hidden size 5376).
 
 A stage served by registry ops (``STAGES[i].ops``) can run a candidate instead: the candidate's
 forward gets the op's inputs taken from the chain (2-D rows, contiguous tables), and its output is
@@ -28,12 +30,14 @@ import contextlib
 import copy
 import importlib
 import math
+import operator
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Callable, ContextManager
 
 import torch
-from torch import nn
+from torch import fx, nn
 from torch.func import functional_call
 
 from audit.core.candidates import Candidate, candidates_for, get_candidate, unavailable_reason
@@ -88,6 +92,154 @@ class BlockConfig:
         if self.hidden % 8:
             return f"--hidden must be a multiple of 8 (the row kernels' vector width), got {self.hidden}"
         return None
+
+
+# --------------------------------------------------------------------------------------------
+# diffusers' own expressions: what a module's forward computes between two of its tensors.
+
+
+@dataclass(frozen=True)
+class Point:
+    """A tensor in a module's ``forward``: one of its arguments (``argument``), what a submodule
+    returns (``returned_by``; ``item`` picks one of a tuple it returns), the first argument that
+    forward passes to a submodule (``passed_to``), or what forward returns (``RESULT``)."""
+
+    kind: str
+    name: str = ""
+    item: int | None = None
+
+    def __str__(self) -> str:
+        item = "" if self.item is None else f"[{self.item}]"
+        return {"argument": f"argument {self.name}", "result": "result"}.get(self.kind, f"{self.name}(...){item}")
+
+    def find(self, graph: fx.Graph, owner: str) -> fx.Node:
+        """The node of ``graph`` (``owner.forward``, traced) that holds this tensor; LookupError
+        naming the point when forward has none."""
+        for node in graph.nodes:
+            if self.kind == "argument" and node.op == "placeholder" and node.target == self.name:
+                return node
+            if self.kind == "result" and node.op == "output":
+                return node.args[0]
+            if node.op == "call_module" and node.target == self.name:
+                if self.kind == "passed":
+                    return node.args[0]
+                if self.item is None:
+                    return node
+                for user in node.users:
+                    if user.target is operator.getitem and user.args[1] == self.item:
+                        return user
+        raise LookupError(f"{owner}.forward has no {self}")
+
+
+def argument(name: str) -> Point:
+    return Point("argument", name)
+
+
+def returned_by(module: str, item: int | None = None) -> Point:
+    return Point("returned", module, item)
+
+
+def passed_to(module: str) -> Point:
+    return Point("passed", module)
+
+
+RESULT = Point("result")
+
+
+@dataclass(frozen=True, eq=False)
+class Expression:
+    """The operations that a module's ``forward`` performs to compute ``until`` from ``reads``
+    (op input name -> where forward has that tensor), calling its submodules on the way with the
+    parameters ``params`` (op input name -> parameter path). ``label`` says which part of forward
+    it is, in a candidate's ``source``."""
+
+    label: str
+    reads: dict[str, Point]
+    until: Point
+    params: dict[str, str] = field(default_factory=dict)
+
+
+class _Leaves(fx.Tracer):
+    """Records ``forward`` itself: every submodule it calls stays one call."""
+
+    def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
+        return True
+
+
+def _sliced(module: nn.Module, expression: Expression) -> fx.GraphModule:
+    """The operations of ``module.forward`` (recorded by torch.fx) that ``expression.until`` depends
+    on, back to ``expression.reads``, in forward's order, with the reads as arguments. LookupError
+    when forward has no such point, or computes ``until`` from an argument the expression does not
+    read."""
+    graph, owner = _Leaves().trace(module), type(module).__name__
+    given = {point.find(graph, owner): name for name, point in expression.reads.items()}
+    until = expression.until.find(graph, owner)
+    needed, todo = set(), [until]
+    while todo:
+        node = todo.pop()
+        if node in given or node in needed:
+            continue
+        if node.op == "placeholder":
+            raise LookupError(
+                f"{owner}.forward computes {expression.label} from its argument "
+                f"{node.target} too, which the audit does not give it"
+            )
+        needed.add(node)
+        todo.extend(node.all_input_nodes)
+    sliced = fx.Graph()
+    copied = {node: sliced.placeholder(name) for node, name in given.items()}
+    for node in graph.nodes:
+        if node in needed:
+            copied[node] = sliced.node_copy(node, copied.__getitem__)
+    sliced.output(copied[until])
+    return fx.GraphModule(module, sliced)
+
+
+_SLICES: weakref.WeakKeyDictionary[nn.Module, dict[Expression, fx.GraphModule]] = weakref.WeakKeyDictionary()
+
+
+def run_expression(module: nn.Module, expression: Expression, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+    """``expression`` of ``module.forward``, executed: the very operations forward performs there,
+    on ``tensors`` (op input name -> tensor) and with ``tensors``' parameters for the submodules it
+    calls, so the result is bitwise what forward computes at ``expression.until`` from the same
+    tensors, and gradients reach them. The slice of forward is recorded once per module."""
+    slices = _SLICES.setdefault(module, {})
+    if expression not in slices:
+        slices[expression] = _sliced(module, expression)
+    sliced, reads = slices[expression], {name: tensors[name] for name in expression.reads}
+    params = {path: tensors[name] for name, path in expression.params.items()}
+    # functional_call costs about 7 us a call, which a latency at one row would show
+    return functional_call(sliced, params, (), reads) if params else sliced(**reads)
+
+
+def _table(name: str) -> Point:
+    return returned_by("adaln_proj", TABLES.index(name))
+
+
+_IDX = argument("adaln_indices")
+
+
+def _modulation(half: str) -> dict[str, Point]:
+    """What the ``half`` (msa or mlp) modulation reads besides the normalised rows: its shift and
+    scale tables and the row indices."""
+    return {"sh": _table(f"shift_{half}"), "sc": _table(f"scale_{half}"), "idx": _IDX}
+
+
+def _normed(norm: str, half: str, x: Point, until: Point) -> Expression:
+    return Expression(f"{norm} + modulation ({half})", {"x": x, **_modulation(half)}, until, {"w": f"{norm}.weight"})
+
+
+def _gated(half: str, res: Point, y: Point, until: Point) -> Expression:
+    reads = {"res": res, "y": y, "gate": _table(f"gate_{half}"), "idx": _IDX}
+    return Expression(f"gate_{half} residual", reads, until)
+
+
+# The expressions of MiniMaxH3TransformerBlock.forward around its submodules, in its order.
+NORM1_MODULATE = _normed("norm1", "msa", argument("hidden_states"), passed_to("attn"))
+MODULATE_MSA = Expression("modulation (msa)", {"normed": returned_by("norm1"), **_modulation("msa")}, passed_to("attn"))
+GATE_RESIDUAL_MSA = _gated("msa", argument("hidden_states"), returned_by("attn"), passed_to("norm2"))
+NORM2_MODULATE = _normed("norm2", "mlp", passed_to("norm2"), passed_to("ff"))
+GATE_RESIDUAL_MLP = _gated("mlp", passed_to("norm2"), returned_by("ff"), RESULT)
 
 
 @dataclass
@@ -171,36 +323,23 @@ def _adaln_candidate(s: Side, cands: tuple[Candidate, ...], v: Values) -> Values
     return dict(zip(TABLES, projection.view(-1, 6 * hidden).chunk(6, dim=-1)))  # as MiniMaxH3AdaLayerNormModulation
 
 
-def _norm_modulate(norm: str, x: str, shift: str, scale: str, out: str) -> tuple[Impl, CandidateImpl]:
-    """``norm(x) * (1.0 + scale[idx]) + shift[idx]`` as the block writes it, and through a candidate."""
+def _block_stage(
+    expression: Expression, out: str, rows: dict[str, str], tables: dict[str, str]
+) -> tuple[Impl, CandidateImpl]:
+    """A row stage of the block: the provider runs diffusers' ``expression`` on the chain values
+    ``rows`` and ``tables`` (op input -> chain value), the adaln indices and the block's parameters
+    that it names; a candidate gets the same inputs with the rows as (S, H)."""
+
+    def inputs(s: Side, v: Values) -> dict[str, torch.Tensor]:
+        params = {name: s.param(f"{BLOCK}.{path}") for name, path in expression.params.items()}
+        return {**{k: v[c] for k, c in (rows | tables).items()}, **params, "idx": s.adaln_indices}
 
     def provider(s: Side, v: Values) -> Values:
-        idx = s.adaln_indices
-        normed = s.call(f"{BLOCK}.{norm}", v[x])
-        return {out: normed * (1.0 + v[scale].index_select(0, idx)) + v[shift].index_select(0, idx)}
+        return {out: run_expression(s.model.get_submodule(BLOCK), expression, inputs(s, v))}
 
     def candidate(s: Side, cands: tuple[Candidate, ...], v: Values) -> Values:
-        inputs = {
-            "x": v[x][0],
-            "w": s.param(f"{BLOCK}.{norm}.weight"),
-            "sh": v[shift],
-            "sc": v[scale],
-            "idx": s.adaln_indices,
-        }
-        return {out: _run(cands[0], inputs).unsqueeze(0)}
-
-    return provider, candidate
-
-
-def _gate_residual(res: str, y: str, gate: str, out: str) -> tuple[Impl, CandidateImpl]:
-    """``res + gate[idx] * y`` as the block writes it, and through a candidate."""
-
-    def provider(s: Side, v: Values) -> Values:
-        return {out: v[res] + v[gate].index_select(0, s.adaln_indices) * v[y]}
-
-    def candidate(s: Side, cands: tuple[Candidate, ...], v: Values) -> Values:
-        inputs = {"res": v[res][0], "y": v[y][0], "gate": v[gate], "idx": s.adaln_indices}
-        return {out: _run(cands[0], inputs).unsqueeze(0)}
+        given = inputs(s, v)
+        return {out: _run(cands[0], given | {k: given[k][0] for k in rows}).unsqueeze(0)}
 
     return provider, candidate
 
@@ -234,10 +373,10 @@ def _norm_out_candidate(s: Side, cands: tuple[Candidate, ...], v: Values) -> Val
 
 
 TIME_MLP_PARAMS = tuple(f"time_embedder.linear_{i}.{k}" for i in (1, 2) for k in ("weight", "bias"))
-_norm1, _norm1_candidate = _norm_modulate("norm1", "h0", "shift_msa", "scale_msa", "n1")
-_norm2, _norm2_candidate = _norm_modulate("norm2", "h1", "shift_mlp", "scale_mlp", "n2")
-_gate_msa, _gate_msa_candidate = _gate_residual("h0", "attn", "gate_msa", "h1")
-_gate_mlp, _gate_mlp_candidate = _gate_residual("h1", "ff", "gate_mlp", "h2")
+_norm1, _norm1_candidate = _block_stage(NORM1_MODULATE, "n1", {"x": "h0"}, {"sh": "shift_msa", "sc": "scale_msa"})
+_norm2, _norm2_candidate = _block_stage(NORM2_MODULATE, "n2", {"x": "h1"}, {"sh": "shift_mlp", "sc": "scale_mlp"})
+_gate_msa, _gate_msa_candidate = _block_stage(GATE_RESIDUAL_MSA, "h1", {"res": "h0", "y": "attn"}, {"gate": "gate_msa"})
+_gate_mlp, _gate_mlp_candidate = _block_stage(GATE_RESIDUAL_MLP, "h2", {"res": "h1", "y": "ff"}, {"gate": "gate_mlp"})
 
 STAGES: tuple[Stage, ...] = (
     Stage("time_proj", (), ("timestep",), ("t_freq",), (), _time_proj),

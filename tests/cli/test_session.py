@@ -3,6 +3,7 @@ be written, or a temporary directory that cannot be made, is one line and exit 3
 traceback or the status 1 that means a finding."""
 
 import errno
+import json
 
 import pytest
 from typer.testing import CliRunner
@@ -11,7 +12,7 @@ import audit.parent.launch
 import reports.io
 from audit.cli import app
 from audit.cli.session import WRITE_FAILED
-from tests.helpers import FIXTURES
+from tests.helpers import FIXTURES, REPO
 
 RUN = ["run", "--op", "gate_residual", "--case", "1", "--device", "cpu", "-q"]
 
@@ -56,7 +57,50 @@ def test_a_run_closes_with_one_line_per_report_and_a_failing_gate_names_the_firs
     done = CliRunner().invoke(app, [*argv, "--fail-on", "differ", "--out", str(tmp_path)])
     assert done.exit_code == 1, done.output
     assert "timestep_mlp: 1 differs" in done.stdout.splitlines()
-    assert (
-        "--fail-on differ: a difference, first: timestep_mlp: diffusers[plain] vs rl_kernel: differs (out from case 1"
-        in (done.stderr)
-    )
+    assert "diffusers[plain] vs rl_kernel: differs (out from case 1" in done.stderr
+
+
+def test_a_requested_candidate_that_did_not_run_fails_fail_on_differ(tmp_path):
+    """sglang's fused kernel cannot run on a CPU: the run must not pass as bitwise clean."""
+    argv = [*RUN, "--candidate", "sglang_fused_residual", "--fail-on", "differ", "--out", str(tmp_path / "r.json")]
+    done = CliRunner().invoke(app, argv)
+    assert done.exit_code == 1, done.output
+    assert "the requested candidate sglang_fused_residual did not run" in done.stderr
+
+
+def test_coverage_lost_against_the_baseline_fails_the_gate_unless_allowed(tmp_path):
+    first = CliRunner().invoke(app, [*RUN, "--candidate", "diffusers", "--out", str(tmp_path / "a.json")])
+    assert first.exit_code == 0, first.output
+    data = json.loads((tmp_path / "a.json").read_text())
+    data["cases"].append(2)  # the baseline also had a case of 2 rows, which this run leaves out
+    for name, ref in (("diffusers", "rl_kernel"), ("rl_kernel", "diffusers")):
+        data["results"][name][f"vs {ref}"]["2"] = data["results"][name][f"vs {ref}"]["1"]
+    (tmp_path / "baseline.json").write_text(json.dumps(data))
+    gated = [
+        *RUN,
+        "--candidate",
+        "diffusers",
+        "--out",
+        str(tmp_path / "b.json"),
+        "--baseline",
+        str(tmp_path / "baseline.json"),
+    ]
+    done = CliRunner().invoke(app, gated)
+    assert done.exit_code == 1 and "0 regressions" in done.stderr and "1 lost" in done.stderr, done.output
+    assert "case 2" in done.stdout
+    done = CliRunner().invoke(app, [*gated, "--allow-missing", "2"])
+    assert done.exit_code == 0 and "1 lost (1 allowed by --allow-missing)" in done.stdout, done.output
+
+
+def test_gate_options_are_checked_before_anything_runs(tmp_path):
+    out = tmp_path / "out"
+    done = CliRunner().invoke(app, [*RUN, "--allow-missing", "all", "--out", str(out)])
+    assert done.exit_code == 2 and "--allow-missing needs --baseline" in done.stderr
+    seed = str(FIXTURES / "h3_bitwise_reuse.gate_residual.json")
+    done = CliRunner().invoke(app, [*RUN, "--baseline", seed, "--max-size", "0.001", "--out", str(out)])
+    assert done.exit_code == 2 and "--max-size raises it" in done.stderr
+    h200 = str(REPO / "docs" / "evidence" / "h200" / "chain" / "h3_conditioning_chain_replay.liger.json")
+    done = CliRunner().invoke(app, [*CHAIN, "--baseline", h200, "--out", str(out)])
+    assert done.exit_code == 2 and "different problems (block.hidden 5376 vs 256" in done.stderr
+    assert "--allow-different-problem" in done.stderr
+    assert not out.exists()

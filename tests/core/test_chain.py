@@ -73,6 +73,45 @@ def test_provider_stages_in_sequence_are_bitwise_the_real_model_at_hidden_5376()
     assert run.values["h2"].abs().max() > 0 and count_differ(run.values["h2"], run.values["h0"]) > 0
 
 
+class _NormScaleShift(torch.nn.Module):
+    """A module of this test's own: ``norm(x) * scale + shift``."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.RMSNorm(8, eps=1e-5)
+
+    def forward(self, x, scale, shift):
+        return self.norm(x) * scale + shift
+
+
+def test_an_expression_is_forwards_own_operations_bitwise_and_names_what_it_lacks():
+    module = _NormScaleShift().to(torch.bfloat16)
+    x, scale, shift = (chain.seeded_normal(3, salt, (5, 8), torch.bfloat16) for salt in (1, 2, 3))
+    w = chain.seeded_normal(3, 4, (8,), torch.bfloat16).requires_grad_()
+    reads = {"x": chain.argument("x"), "sc": chain.argument("scale"), "sh": chain.argument("shift")}
+    tensors = {"x": x, "sc": scale, "sh": shift, "w": w}
+    whole = chain.Expression("whole", reads, chain.RESULT, {"w": "norm.weight"})
+    got = chain.run_expression(module, whole, tensors)
+    want = torch.func.functional_call(module, {"norm.weight": w}, (x, scale, shift))
+    assert count_differ(got, want) == 0
+    (got_dw,), (want_dw,) = torch.autograd.grad(got.sum(), [w]), torch.autograd.grad(want.sum(), [w])
+    assert count_differ(got_dw, want_dw) == 0 and got_dw.abs().sum() > 0
+
+    normed = module.norm(x)
+    after_norm = chain.Expression("after norm", {**reads, "normed": chain.returned_by("norm")}, chain.RESULT)
+    assert (
+        count_differ(chain.run_expression(module, after_norm, tensors | {"normed": normed}), normed * scale + shift)
+        == 0
+    )
+
+    without_shift = chain.Expression("without shift", {"x": reads["x"], "sc": reads["sc"]}, chain.RESULT)
+    with pytest.raises(LookupError, match="_NormScaleShift.forward computes without shift from its argument shift"):
+        chain.run_expression(module, without_shift, tensors)
+    no_attn = chain.Expression("into attn", reads, chain.passed_to("attn"))
+    with pytest.raises(LookupError, match=r"_NormScaleShift.forward has no attn\(\.\.\.\)"):
+        chain.run_expression(module, no_attn, tensors)
+
+
 @pytest.fixture
 def planted(monkeypatch):
     """The planted candidates, registered in this process for one test only: the registry is

@@ -51,11 +51,25 @@ def hanging_pids(proc: subprocess.Popen, folder: Path, count: int = 1, deadline_
     return [int(p) for f in found for p in f.read_text().split()]
 
 
+def leftovers(folder: Path) -> list[int]:
+    """Running processes that carry this test's $LIFECYCLE_DIR (every process the command started
+    inherits it), whether or not they told us their pid."""
+    needle = f"LIFECYCLE_DIR={folder}".encode() + b"\0"
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if needle in (entry / "environ").read_bytes() + b"\0" and alive(int(entry.name)):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 def assert_cleaned(folder: Path, pids: list[int]) -> None:
     deadline = time.monotonic() + 10
-    while any(map(alive, pids)) and time.monotonic() < deadline:
+    while (any(map(alive, pids)) or leftovers(folder)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not [p for p in pids if alive(p)], "a process of the run outlived it"
+    assert not [p for p in pids if alive(p)] and not leftovers(folder), "a process of the run outlived it"
     left = list((folder / "tmp").glob("audit-*")) + list((folder / "tmp").glob("torchelastic_*"))
     assert not left, f"left behind: {left}"
 
@@ -77,13 +91,14 @@ def test_a_signal_stops_every_process_and_removes_every_temporary_directory(tmp_
 
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_a_deadline_kills_the_whole_tree_and_is_worded_one_way(tmp_path, command):
-    timeout = 15 if command in ("chain", "trajectory") else 8  # long enough to reach the candidate, which then hangs
-    proc = start(command, "leaves_a_child", tmp_path, "--timeout", str(timeout))
-    pids = hanging_pids(proc, tmp_path, count=2 if command == "parallel" else 1)
+    """The deadline may come before or after the worker reaches the hanging candidate (a loaded
+    machine starts slowly): either way the report says so in one wording, and nothing is left."""
+    proc = start(command, "leaves_a_child", tmp_path, "--timeout", "8")
     _, stderr = proc.communicate(timeout=240)
     assert proc.returncode == 0, stderr
     report = json.loads(next((tmp_path / "out").glob("*.json")).read_text())
-    assert f"timed out after {timeout} s" in json.dumps(report["results"])
+    assert "timed out after 8 s" in json.dumps(report["results"])
+    pids = [int(p) for f in tmp_path.glob("pids-*") for p in f.read_text().split()]
     assert_cleaned(tmp_path, pids)
 
 

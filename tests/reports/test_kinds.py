@@ -53,7 +53,9 @@ def test_a_kind_provides_every_facet(name):
     assert kind.key(report.root)[0] == name
     same = diff_sets(load_set(path), load_set(path))
     assert [o.kind for o in same.ops] == [name]
-    assert not any(o.changes or o.appeared or o.disappeared or o.environment for o in same.ops)
+    assert not any(o.changes or o.appeared or o.lost or o.environment for o in same.ops) and not same.regressed
+    assert isinstance(kind.problem(report.root), dict)
+    assert kind.ran(report.root) and kind.ran(report.root) <= set(kind.candidates(report.root))
     assert kind.plot is None or callable(getattr(reports.plot, kind.plot))
     names = kind.candidates(report.root)
     assert names

@@ -26,7 +26,8 @@ def test_any_difference_is_coloured_unlike_equal():
 def test_unavailable_candidates_and_cases_are_grey_with_their_reason():
     data = copy.deepcopy(load(GATE))
     data["results"]["liger"] = {"unavailable": "liger_kernel is not installed"}
-    data["results"]["diffusers"]["vs rl_kernel"]["4097"] = {"unavailable": "OutOfMemoryError: planted"}
+    for name, ref in (("diffusers", "rl_kernel"), ("rl_kernel", "diffusers")):
+        data["results"][name][f"vs {ref}"]["4097"] = {"unavailable": "OutOfMemoryError: planted"}
     grids = bitwise_grids(parse_report(data).root)
     for vs in ("vs rl_kernel", "vs diffusers"):
         assert {c.reason for c in grids[vs]["liger"].values()} == {"liger_kernel is not installed"}

@@ -5,7 +5,10 @@ from typing import get_args, get_type_hints
 import pytest
 from pydantic import BaseModel
 
-from tests.helpers import SEEDS, load
+from typer.testing import CliRunner
+
+from audit.cli import app
+from tests.helpers import FIXTURES, REPO, SEEDS, load
 from reports.io import ReportError, load_report, parse_report, write_report
 from reports.kinds import KINDS, json_schema
 
@@ -119,3 +122,78 @@ def test_json_schema_has_every_field_and_every_required_field_of_every_model(kin
         assert set(defs[name].get("required", [])) == required, name
     if kind is None:
         assert {r["$ref"].rsplit("/", 1)[1] for r in schema["oneOf"]} == {k.model.__name__ for k in KINDS.values()}
+
+
+H200 = REPO / "docs" / "evidence" / "h200"
+
+
+def _is_report(path) -> bool:
+    data = json.loads(path.read_text())
+    return isinstance(data, dict) and data.get("kind") in KINDS
+
+
+COMMITTED = sorted(p for p in [*FIXTURES.glob("*.json"), *H200.rglob("*.json")] if _is_report(p))
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_committed_report_agrees_with_itself(path):
+    """Mirrored comparisons agree and every prior-art batch_invariant agrees with its checks."""
+    load_report(path)
+
+
+def _mirror_disagreement() -> dict:
+    """The H200 gate_residual report with diffusers vs rl_kernel equal at 257 rows in dy while its
+    mirror, rl_kernel vs diffusers, differs in one element."""
+    data = load(H200 / "h3_bitwise_reuse.gate_residual.json")
+    data["results"]["rl_kernel"]["vs diffusers"]["257"]["grads"]["y"].update(equal=False, differ=1, max_abs=0.5)
+    return data
+
+
+def test_mirrored_comparisons_that_disagree_are_invalid_and_the_field_is_named(tmp_path):
+    with pytest.raises(ReportError) as found:
+        parse_report(_mirror_disagreement())
+    [(where, why)] = found.value.problems
+    assert where == '$.results.diffusers["vs rl_kernel"]["257"].grads.y'
+    assert '$.results.rl_kernel["vs diffusers"]["257"].grads.y' in why and "differ 0" in why and "1" in why
+
+
+def test_a_tensor_only_one_mirror_compares_is_invalid():
+    data = load(H200 / "h3_bitwise_reuse.gate_residual.json")
+    del data["results"]["rl_kernel"]["vs diffusers"]["4097"]["grads"]["gate"]
+    with pytest.raises(ReportError, match="tensors"):
+        parse_report(data)
+
+
+def _invariant_but_the_sweep_differs() -> dict:
+    data = load(H200 / "h3_prior_art.gate_residual.json")
+    mode = next(m for m in data["results"].values() if "unavailable" not in m)
+    entry = next(c for c in mode.values() if "unavailable" not in c and c["batch_invariance"]["batch_invariant"])
+    entry["batch_invariance"]["batch_size_sweep"]["differ"] = 5
+    return data
+
+
+def test_batch_invariant_that_contradicts_its_checks_is_invalid():
+    with pytest.raises(ReportError) as found:
+        parse_report(_invariant_but_the_sweep_differs())
+    [(where, why)] = found.value.problems
+    assert where.endswith(".batch_invariance.batch_invariant") and "batch-size sweep: 5/" in why
+    data = load(H200 / "h3_prior_art.gate_residual.json")
+    mode = next(m for m in data["results"].values() if "unavailable" not in m)
+    entry = next(c for c in mode.values() if "unavailable" not in c and c["batch_invariance"]["batch_invariant"])
+    entry["batch_invariance"]["batch_invariant"] = False
+    with pytest.raises(ReportError, match="every check found nothing"):
+        parse_report(data)
+
+
+@pytest.mark.parametrize("planted", [_mirror_disagreement, _invariant_but_the_sweep_differs])
+def test_validate_names_a_contradiction_and_show_and_diff_refuse_it(tmp_path, planted):
+    data = planted()
+    path = tmp_path / "planted.json"
+    path.write_text(json.dumps(data))
+    original = H200 / f"{data['kind']}.{data['op']}.json"
+    done = CliRunner().invoke(app, ["validate", str(path)])
+    assert done.exit_code == 1 and "$.results." in done.stderr, done.output
+    assert CliRunner().invoke(app, ["show", str(path)]).exit_code == 2
+    for args in ([str(original), str(path)], [str(path), str(original)]):
+        done = CliRunner().invoke(app, ["diff", *args])
+        assert done.exit_code == 2 and "planted.json" in done.stderr, done.output

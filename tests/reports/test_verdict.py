@@ -85,8 +85,11 @@ def test_every_pair_once_and_reusable_exactly_when_all_equal(path):
 
 
 def _gate_residual_with(mutate):
+    """The B200 gate_residual example with ``mutate`` applied to diffusers vs rl_kernel and to its
+    mirror, rl_kernel vs diffusers (a report whose mirrors disagree is invalid)."""
     data = copy.deepcopy(load(_seed("h3_bitwise_reuse.gate_residual.json")))
     mutate(data["results"]["diffusers"]["vs rl_kernel"])
+    mutate(data["results"]["rl_kernel"]["vs diffusers"])
     return parse_report(data)
 
 
