@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .changes import OpDiff, availability, reason, state_change
+from .changes import OpDiff, State, availability, compare_tensors, reason, state, worst
 from .chain import ChainBlock, ChainCandidate, drifts, settled_equal
 from .chain import settings as chain_settings
 from .schema import CaseKey, Cmp, Environment, FiniteFloat, ReportBase, Strict, Unavailable
@@ -119,6 +119,17 @@ def candidates(report: TrajectoryReport) -> list[str]:
     return list(dict.fromkeys(report.candidates.values()))
 
 
+def ran(report: TrajectoryReport) -> set[str]:
+    """The candidates that served a stage in some loop (``provider`` where diffusers' own did)."""
+    return {
+        c.name
+        for t in _runs(report).values()
+        if isinstance(t, Trajectory)
+        for c in t.stages.values()
+        if isinstance(c, ChainCandidate)
+    }
+
+
 def _verdict(mode: str, length: str, t: Trajectory) -> Verdict:
     if t.first_differ is not None:
         last = t.steps[-1]
@@ -200,17 +211,30 @@ def sections(report: TrajectoryReport, view: View = View()) -> list[Section]:
     return out
 
 
+def _steps(t: Trajectory) -> dict[str, Cmp]:
+    return {f"step {i}": s.cmp for i, s in enumerate(t.steps)}
+
+
+def _state(t: Trajectory | str) -> State | str:
+    """A run's steps together (``worst``), or why it did not run."""
+    return f"unavailable: {t}" if isinstance(t, str) else worst(map(state, _steps(t).values()))
+
+
 def diff(old: TrajectoryReport, new: TrajectoryReport, found: OpDiff) -> None:
     """Per mode, length and step: availability and state changes (``reference`` is the mode,
-    ``case`` the length, ``candidate`` the stage or ``chain``, ``tensor`` the step)."""
+    ``case`` the length, ``candidate`` the stage or ``chain``, ``tensor`` the step); a mode, length
+    or step the new report lacks is lost."""
     old_r, new_r = _runs(old), _runs(new)
     found.appeared += [f"mode {m}, length {n}" for m, n in new_r if (m, n) not in old_r]
-    found.disappeared += [f"mode {m}, length {n}" for m, n in old_r if (m, n) not in new_r]
+    for (mode, length), t in old_r.items():
+        if (mode, length) not in new_r:
+            found.lose(f"mode {mode}, length {length}", names=[mode, length], old=_state(t))
     for mode, length in (k for k in new_r if k in old_r):
         o, n = old_r[(mode, length)], new_r[(mode, length)]
         found.changes += availability(
             o if isinstance(o, str) else None,
             n if isinstance(n, str) else None,
+            now=_state(n),
             candidate="chain",
             reference=mode,
             case=length,
@@ -219,9 +243,12 @@ def diff(old: TrajectoryReport, new: TrajectoryReport, found: OpDiff) -> None:
             continue
         for stage in (s for s in n.stages if s in o.stages):
             found.changes += availability(
-                reason(o.stages[stage]), reason(n.stages[stage]), candidate=stage, reference=mode, case=length
+                reason(o.stages[stage]),
+                reason(n.stages[stage]),
+                now=_state(n),
+                candidate=stage,
+                reference=mode,
+                case=length,
             )
-        for i, (a, b) in enumerate(zip(o.steps, n.steps)):
-            found.changes += state_change(
-                a.cmp, b.cmp, candidate="chain", reference=mode, case=length, tensor=f"step {i}"
-            )
+        where = f"mode {mode}, length {length}"
+        compare_tensors(_steps(o), _steps(n), found, candidate="chain", reference=mode, case=length, where=where)
