@@ -17,6 +17,7 @@ from pydantic import Field, model_serializer, model_validator
 
 from .changes import OpDiff, State, availability, compare_tensors, reason, state, worst
 from .schema import CaseKey, Cmp, Environment, ReportBase, Strict, Unavailable, without_none
+from .sdpa import Sdpa
 from .tables import Cell, Section, View, cmp_cell, unavailable_cell, visible
 from .verdict import Status, Verdict
 
@@ -165,6 +166,7 @@ class ChainReport(ReportBase):
     candidates: dict[str, str]
     inputs_sha256: dict[CaseKey, str]
     results: dict[str, ChainMode | Unavailable]
+    sdpa: Sdpa | None = None  # absent in reports written before --attention existed
 
 
 def candidates(report: ChainReport) -> list[str]:

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Callable, Mapping, Union, get_args
 
 from pydantic import Field, RootModel
 
-from . import bitwise, chain, parallel, prior_art
+from . import bitwise, chain, parallel, prior_art, trajectory
 from .changes import OpDiff
 from .schema import ReportBase
 from .tables import Section, View
@@ -105,6 +105,7 @@ KINDS: dict[str, ReportKind] = {
         ReportKind.of(prior_art, prior_art.PriorArtReport, plot="plot_prior_art"),
         ReportKind.of(chain, chain.ChainReport, problem=chain.problem, plot="plot_chain"),
         ReportKind.of(parallel, parallel.ParallelReport, key=parallel.key),
+        ReportKind.of(trajectory, trajectory.TrajectoryReport, problem=trajectory.problem, plot="plot_trajectory"),
     )
 }
 

@@ -291,3 +291,30 @@ def plot_report(report: Report, path: Path) -> None:
     if drawing is None:
         raise TypeError(f"{report.root.kind} reports have no plot; audit show draws their tables")
     globals()[drawing](report.root, Path(path))
+
+
+def plot_trajectory(report, path: Path) -> None:
+    """Trajectory: per mode and length, max|Δ| / range of the candidate chain's latent against the
+    provider's at each step (log scale, equal drawn at FLOOR), the first differing step marked."""
+    from .trajectory import Trajectory
+
+    runs = [
+        (f"{mode}, length {length}", t)
+        for mode, found in report.results.items()
+        if not isinstance(found, Unavailable)
+        for length, t in found.lengths.items()
+        if isinstance(t, Trajectory)
+    ]
+    fig, axes = plt.subplots(max(1, len(runs)), 1, figsize=(9, 3.5 * max(1, len(runs))), squeeze=False)
+    for (title, t), (ax,) in zip(runs, axes):
+        ax.plot(range(len(t.steps)), [max(FLOOR, s.rel_max_abs) for s in t.steps], marker="o")
+        ax.set_yscale("log")
+        ax.set_xlabel("step")
+        ax.set_ylabel("max|Δ| / range of the latent")
+        ax.set_title(f"{title}: first differs at step {t.first_differ}, {t.trend or 'equal throughout'}")
+        if t.first_differ is not None:
+            ax.axvline(t.first_differ, color=RED, linestyle=":")
+    fig.suptitle(f"denoising trajectory on {report.environment.gpu or 'CPU'} (equal drawn at {FLOOR:g})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

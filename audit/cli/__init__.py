@@ -5,7 +5,7 @@ The commands parse, check (``checks``) and print; the work is in ``audit.parent`
 computing-and-writing skeleton in ``session``. Importing this package loads no torch.
 """
 
-from audit.cli import run, chain, parallel, reports, environments, selftest  # noqa: F401  (registers the commands)
+from audit.cli import run, chain, trajectory, parallel, reports, environments, selftest  # noqa: F401  (registers the commands)
 from audit.cli.app import app
 
 __all__ = ["app"]

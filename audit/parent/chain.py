@@ -8,12 +8,14 @@ per-candidate retry and blame do not apply.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from typing import Callable
 
 import torch
 
+from audit.core.backends import DETERMINISTIC_VARIABLES
 from audit.core.chain import REPEATS, Choice
 from audit.parent import launch
 from audit.parent.assemble import header
@@ -33,12 +35,14 @@ def run_modes(
     environments: Environments,
     inherit: tuple[str, ...],
     advance: Callable[[str], None],
+    worker: str = "audit.worker.chain",
 ) -> tuple[dict[str, dict], dict[str, dict[str, str]]]:
-    """(each mode's findings: the worker's JSON or ``{"unavailable": reason}``, plain first; each
-    mode's recorded variables)."""
+    """(each mode's findings: the JSON of ``worker`` (a module run with ``JOB RESULT``) or
+    ``{"unavailable": reason}``, plain first; each mode's recorded variables). With
+    ``job["deterministic"]`` every worker also gets ``DETERMINISTIC_VARIABLES``, recorded."""
     found: dict[str, dict] = {}
     recorded: dict[str, dict[str, str]] = {}
-    with launch.job_dir("chain") as workdir:
+    with launch.job_dir(worker.rpartition(".")[2]) as workdir:
         for mode in sorted(modes, key=lambda m: m != "plain"):
             setup = worker_setup(
                 mode,
@@ -47,21 +51,27 @@ def run_modes(
                 needs_cuda=job["device"].startswith("cuda"),
                 timeout=timeout,
             )
+            if job["deterministic"]:
+                setup = dataclasses.replace(
+                    setup,
+                    variables={**setup.variables, **DETERMINISTIC_VARIABLES},
+                    recorded=dict(sorted({**setup.recorded, **DETERMINISTIC_VARIABLES}.items())),
+                )
             recorded[mode] = setup.recorded
             if setup.problem is not None:
                 found[mode] = {"unavailable": f"environment {setup.environment} ({setup.python}): {setup.problem}"}
             else:
-                found[mode] = _run_one(dict(job, mode=mode), setup, workdir=workdir, timeout=timeout)
+                found[mode] = _run_one(dict(job, mode=mode), setup, workdir=workdir, timeout=timeout, worker=worker)
             advance(mode)
     return found, recorded
 
 
-def _run_one(job: dict, setup, *, workdir, timeout: float) -> dict:
+def _run_one(job: dict, setup, *, workdir, timeout: float, worker: str) -> dict:
     stem = workdir / job["mode"]
     job_path, result_path = stem.with_suffix(".job.json"), stem.with_suffix(".result.json")
     job_path.write_text(json.dumps(job))
     worker = launch.start(
-        ["-m", "audit.worker.chain", str(job_path), str(result_path)],
+        ["-m", worker, str(job_path), str(result_path)],
         variables=setup.variables,
         log=stem.with_suffix(".log"),
         python=setup.python,
@@ -79,21 +89,12 @@ def _run_one(job: dict, setup, *, workdir, timeout: float) -> dict:
 def chain_report(job: dict, found: dict[str, dict], recorded: dict[str, dict[str, str]]) -> dict:
     """The ``h3_conditioning_chain_replay`` report. A mode whose inputs' fingerprints differ from
     the first mode's becomes unavailable (it would replay a different problem)."""
-    ran = [f for f in found.values() if "unavailable" not in f]
-    prints = ran[0]["inputs_sha256"] if ran else {}
-    results: dict[str, dict] = {}
-    for mode, f in found.items():
-        if "unavailable" in f:
-            results[mode] = f
-        elif f["inputs_sha256"] != prints:
-            results[mode] = {"unavailable": f"inputs in mode {mode} differ from mode {next(iter(found))}'s"}
-        else:
-            lengths = {
-                length: {**data, **ChainReplay.summary([ChainStage.model_validate(s) for s in data["stages"]])}
-                for length, data in f["lengths"].items()
-            }
-            results[mode] = {"description": f["description"], "lengths": lengths}
-    environment = collect(torch.device(job["device"]), recorded, any(f.get("tf32", False) for f in ran))
+    prints, results, environment = mode_results(
+        job,
+        found,
+        recorded,
+        lambda data: ChainReplay.summary([ChainStage.model_validate(s) for s in data["stages"]]),
+    )
     return {
         **header(KIND, OP, environment),
         "block": job["block"],
@@ -103,4 +104,37 @@ def chain_report(job: dict, found: dict[str, dict], recorded: dict[str, dict[str
         "candidates": {stage: Choice(*choice).label for stage, choice in job["choices"].items()},
         "inputs_sha256": prints,
         "results": results,
+        "sdpa": sdpa_record(job, found),
+    }
+
+
+def mode_results(
+    job: dict, found: dict[str, dict], recorded: dict[str, dict[str, str]], summary: Callable[[dict], dict]
+) -> tuple[dict, dict[str, dict], dict]:
+    """(the first mode's input fingerprints, each mode's entry, the environment block) from the
+    workers' findings: each length's data with its ``summary`` fields added. A mode whose inputs'
+    fingerprints differ from the first mode's becomes unavailable (it would run another problem)."""
+    ran = [f for f in found.values() if "unavailable" not in f]
+    prints = ran[0]["inputs_sha256"] if ran else {}
+    results: dict[str, dict] = {}
+    for mode, f in found.items():
+        if "unavailable" in f:
+            results[mode] = f
+        elif f["inputs_sha256"] != prints:
+            results[mode] = {"unavailable": f"inputs in mode {mode} differ from mode {next(iter(found))}'s"}
+        else:
+            lengths = {length: {**data, **summary(data)} for length, data in f["lengths"].items()}
+            results[mode] = {"description": f["description"], "lengths": lengths}
+    environment = collect(torch.device(job["device"]), recorded, any(f.get("tf32", False) for f in ran))
+    return prints, results, environment
+
+
+def sdpa_record(job: dict, found: dict[str, dict]) -> dict:
+    """The report's ``sdpa``: the setting asked for (or chosen by the default rule) and, per mode
+    that ran, the SDPA backend its worker saw torch run."""
+    return {
+        "attention": job["attention"],
+        "deterministic": job["deterministic"],
+        "default": job["setting_default"],
+        "ran": {mode: f["sdpa_backend"] for mode, f in found.items() if "sdpa_backend" in f},
     }

@@ -1,5 +1,5 @@
 """Every worker process starts through one launcher (``audit.parent.launch``), so ``run``,
-``prior-art``, ``chain`` and ``parallel`` stop, clean up, record variables and word an ending the
+``prior-art``, ``chain``, ``trajectory`` and ``parallel`` stop, clean up, record variables and word an ending the
 same way. Each test runs the real command line with real worker processes and real signals."""
 
 import json
@@ -21,6 +21,7 @@ COMMANDS = {
     "prior-art": "prior-art --op gate_residual --quick --candidate {c}",
     "chain": "chain --hidden 256 --heads 2 --ffn 512 --length 17 --candidate gate_residual_msa={c}",
     "parallel": "parallel --op gate_residual --layout sp_rows --case 2 --candidate {c}",
+    "trajectory": "trajectory --hidden 256 --heads 2 --ffn 512 --length 17 --steps 2 --candidate gate_residual_msa={c}",
 }
 
 

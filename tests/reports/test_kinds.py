@@ -29,6 +29,7 @@ REAL = {  # one committed report of each kind
     "h3_prior_art": FIXTURES / "h3_prior_art.adaln_projection.json",
     "h3_conditioning_chain_replay": H200 / "chain" / "h3_conditioning_chain_replay.liger.json",
     "h3_parallel": H200 / "parallel" / "h3_parallel.norm_modulate.sp_rows.json",
+    "h3_denoising_trajectory": FIXTURES / "trajectory" / "h3_denoising_trajectory.planted.json",
 }
 STATUSES = set(Status.__args__)
 
