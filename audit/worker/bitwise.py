@@ -92,8 +92,8 @@ class ReferenceStore:
     """References' results per case, with their repeatability: in memory for this process, on disk
     for the other modes."""
 
-    def __init__(self, root: Path, device: torch.device):
-        self.root, self.device = root, device
+    def __init__(self, root: Path, device: torch.device, references: list[str]):
+        self.root, self.device, self.references = root, device, references
         self.local: dict[str, Evaluated] = {}
 
     def _path(self, case: int, name: str, suffix: str) -> Path:
@@ -134,12 +134,36 @@ class ReferenceStore:
         return failed.read_text() if failed.exists() else None
 
 
+def _against_references(
+    op: OpSpec, store: ReferenceStore, *, case: int, name: str, evaluated: Evaluated, emit: Emit
+) -> dict[str, dict]:
+    """``name``'s comparisons with every reference computed so far in this case (and, when ``name``
+    is a reference, it is stored, and each earlier reference is sent its comparison with it)."""
+    result, reps = evaluated
+    is_reference = name in store.references
+    if is_reference:
+        store.save(case, name, evaluated)
+    vs: dict[str, dict] = {}
+    for ref in store.references:
+        if ref == name:
+            continue
+        got = store.get(case, ref)
+        if isinstance(got, str):
+            vs[ref] = {"unavailable": f"reference {ref} failed for this case: {got}"}
+        elif got is not None:
+            ref_result, ref_reps = got
+            vs[ref] = compare_results(op, result, ref_result, reps, ref_reps)
+            if is_reference:  # the earlier reference learns how it compares with this one
+                emit(Done(ref, case, {name: compare_results(op, ref_result, result, ref_reps, reps)}))
+    return vs
+
+
 def run_bitwise(
     job: Job, op: OpSpec, mode: Mode, device: torch.device, runnable: list[tuple[str, Candidate]], emit: Emit
 ) -> None:
     """Events: ``Drawing`` and ``Inputs`` (the case's fingerprint) per case, ``Start``, then ``Done``
     (``data``: reference -> comparison) or ``Failed`` per candidate and case."""
-    store = ReferenceStore(Path(job.reference_dir), device)
+    store = ReferenceStore(Path(job.reference_dir), device, job.references)
     references, skip, repeats = job.references, {tuple(x) for x in job.skip}, job.repeats
     for case in job.units:
         if all((name, case) in skip for name, _ in runnable):  # e.g. a case whose drawing killed the last process
@@ -176,21 +200,7 @@ def run_bitwise(
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
                 continue
-            is_reference = name in references
-            if is_reference:
-                store.save(case, name, (result, reps))
-            vs: dict[str, dict] = {}
-            for ref in references:
-                if ref == name:
-                    continue
-                got = store.get(case, ref)
-                if isinstance(got, str):
-                    vs[ref] = {"unavailable": f"reference {ref} failed for this case: {got}"}
-                elif got is not None:
-                    ref_result, ref_reps = got
-                    vs[ref] = compare_results(op, result, ref_result, reps, ref_reps)
-                    if is_reference:  # the earlier reference learns how it compares with this one
-                        emit(Done(ref, case, {name: compare_results(op, ref_result, result, ref_reps, reps)}))
+            vs = _against_references(op, store, case=case, name=name, evaluated=(result, reps), emit=emit)
             emit(Done(name, case, vs))
             del result, reps
         del inputs, grad_out
