@@ -15,6 +15,8 @@ import sys
 import textwrap
 
 import pytest
+
+from reports.hints import install_hint
 import torch
 
 import adapters.sglang
@@ -54,7 +56,9 @@ def test_audit_list_shows_each_with_its_availability():
         reason = unavailable_reason(get_candidate(op, name), CPU)
         assert rows[name].split("│")[1].strip() == op
         assert rows[name].split("│")[4].strip() == "none (forward only)"
-        assert rows[name].split("│")[5].strip() == (f"no: {reason}" if reason else "yes")
+        shown = rows[name].split("│")[5].strip()  # the reason, then the extra that installs what is missing
+        hint = install_hint(reason) if reason else None
+        assert shown == ("yes" if reason is None else f"no: {reason}" + (f" · install: {hint}" if hint else ""))
         if cuda_only:
             assert reason.endswith("needs a CUDA device; this run uses cpu")
 
