@@ -131,7 +131,7 @@ def chain(
     h3_conditioning_chain_replay report with the first stage whose bits drift. Memory on a CPU, full
     block (the defaults), length 17, measured peak resident set: 10.3 GB, 17.5 GB with --backward;
     --hidden 512 --heads 4 --ffn 1024 takes under a minute on two cores (55 s with --backward)."""
-    from audit.core.chain import Choice
+    from audit.core.chain import labels
     from audit.parent.chain import KIND, OP, chain_report, run_modes
     from reports.chain import settings
 
@@ -152,7 +152,7 @@ def chain(
     )
     job["backward"] = backward
     inherit = checks.inherited(inherit_env)
-    asked = {stage: Choice(*choice).label for stage, choice in job["choices"].items()}
+    asked = labels(job["choices"])
     gate = gate_for(
         baseline,
         fail_on,

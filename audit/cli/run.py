@@ -177,19 +177,19 @@ def prior_art(
     dev = checks.device(device)
     plans = [
         plan(
-            get_op(name),
+            spec,
             PRIOR_ART,
-            modes=checks.modes_for(get_op(name), mode, envs),
+            modes=checks.modes_for(spec, mode, envs),
             names=candidate,
             units=list(CHECKS),
             device=dev,
             inherit_env=inherit,
             environments=envs,
-            sizes=sizes_json(sizes_for(get_op(name), quick)),
+            sizes=sizes_json(sizes_for(spec, quick)),
             quick=quick,
             megatron_commit=commit,
         )
-        for name in ops
+        for spec in map(get_op, ops)
     ]
     works = _works(plans, paths, timeout)
     gate = gate_for(

@@ -77,7 +77,7 @@ def trajectory(
     naming the first step that differs and whether the difference grows, stays or fades. Memory on a
     CPU, full block (the defaults), length 17, measured peak resident set: 3.3 GB; --hidden 512
     --heads 4 --ffn 1024 takes under a minute on two cores (34 s at 8 steps)."""
-    from audit.core.chain import Choice
+    from audit.core.chain import labels
     from audit.core.trajectory import scheduler
     from audit.parent.chain import run_modes
     from audit.parent.trajectory import KIND, OP, WORKER, trajectory_report
@@ -102,7 +102,7 @@ def trajectory(
     )
     job |= {"steps": steps, "timesteps": [float(t) for t in scheduler(steps).timesteps]}
     inherit = checks.inherited(inherit_env)
-    asked = {stage: Choice(*choice).label for stage, choice in job["choices"].items()}
+    asked = labels(job["choices"])
     gate = gate_for(
         baseline,
         fail_on,

@@ -455,6 +455,12 @@ class Choice:
         return f"{self.name}[{self.mode}]" if self.mode else self.name
 
 
+def labels(choices: dict[str, list]) -> dict[str, str]:
+    """A job's ``choices`` (stage -> [name, mode]) as the names asked for (stage -> label), the
+    ``candidates`` field of the chain and trajectory reports and of their problem settings."""
+    return {stage: Choice(*choice).label for stage, choice in choices.items()}
+
+
 def _registered(stage: Stage, name: str) -> list[Candidate] | None:
     """The stage's candidates called ``name``, one per op; None unless every op of the stage has one."""
     found = []

@@ -16,7 +16,7 @@ from typing import Callable
 import torch
 
 from audit.core.backends import DETERMINISTIC_VARIABLES
-from audit.core.chain import REPEATS, Choice
+from audit.core.chain import REPEATS, labels
 from audit.parent import launch
 from audit.parent.assemble import header
 from audit.parent.interpreters import Environments, worker_setup
@@ -101,7 +101,7 @@ def chain_report(job: dict, found: dict[str, dict], recorded: dict[str, dict[str
         "lengths": job["lengths"],
         "backward": job["backward"],
         "repeats": REPEATS,
-        "candidates": {stage: Choice(*choice).label for stage, choice in job["choices"].items()},
+        "candidates": labels(job["choices"]),
         "inputs_sha256": prints,
         "results": results,
         "sdpa": sdpa_record(job, found),

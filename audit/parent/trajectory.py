@@ -5,7 +5,7 @@ report assembled from what they found.
 
 from __future__ import annotations
 
-from audit.core.chain import REPEATS, Choice
+from audit.core.chain import REPEATS, labels
 from audit.core.trajectory import SCHEDULE
 from audit.parent.assemble import header
 from audit.parent.chain import mode_results, sdpa_record
@@ -29,7 +29,7 @@ def trajectory_report(job: dict, found: dict[str, dict], recorded: dict[str, dic
         "schedule": SCHEDULE,
         "timesteps": job["timesteps"],
         "repeats": REPEATS,
-        "candidates": {stage: Choice(*choice).label for stage, choice in job["choices"].items()},
+        "candidates": labels(job["choices"]),
         "inputs_sha256": prints,
         "sdpa": sdpa_record(job, found),
         "results": results,
