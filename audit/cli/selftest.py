@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from audit.cli.app import app, console, err
 from audit.cli.options import QuietOpt, TimeoutOpt
+from audit.cli.session import Terminated, sigterm_raises
 
 
 @app.command()
@@ -30,7 +31,13 @@ def selftest(timeout: TimeoutOpt = 600.0, quiet: QuietOpt = False) -> None:
         worker = launch.start(
             ["-m", "audit.worker.selftest", str(folder / "result.json")], variables=variables, log=folder / "log"
         )
-        code = worker.wait(time.monotonic() + timeout)
+        try:
+            with sigterm_raises():
+                code = worker.wait(time.monotonic() + timeout)  # kills the worker when interrupted
+        except (KeyboardInterrupt, Terminated) as exc:
+            terminated = isinstance(exc, Terminated)
+            err.print(f"[red]{'terminated' if terminated else 'interrupted'}: the selftest's worker stopped[/]")
+            raise typer.Exit(143 if terminated else 130)
         worker.kill()
         if code != 0 or not (folder / "result.json").exists():
             err.print(

@@ -49,7 +49,8 @@ def _raise_terminated(signum, frame) -> None:
 
 
 @contextmanager
-def _sigterm_raises() -> Iterator[None]:
+def sigterm_raises() -> Iterator[None]:
+    """Within the block SIGTERM raises Terminated; the previous handler is restored after it."""
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         yield
@@ -160,7 +161,7 @@ def execute(works: list[Work], *, unit: str, gate: Gate, quiet: bool) -> None:
 
     written: list = []
     try:
-        with _sigterm_raises():
+        with sigterm_raises():
             _compute_and_write(works, unit, written)
     except (KeyboardInterrupt, Terminated) as exc:
         what = "terminated" if isinstance(exc, Terminated) else "interrupted"
