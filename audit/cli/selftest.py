@@ -28,13 +28,18 @@ def selftest(timeout: TimeoutOpt = 600.0, quiet: QuietOpt = False) -> None:
 
     variables, _ = worker_variables(os.environ, get_mode("plain"))
     with launch.job_dir("selftest") as folder:
-        worker = launch.start(
-            ["-m", "audit.worker.selftest", str(folder / "result.json")], variables=variables, log=folder / "log"
-        )
+        worker = None
         try:
-            with sigterm_raises():
-                code = worker.wait(time.monotonic() + timeout)  # kills the worker when interrupted
+            with sigterm_raises():  # before the worker starts, so that no signal finds it unguarded
+                worker = launch.start(
+                    ["-m", "audit.worker.selftest", str(folder / "result.json")],
+                    variables=variables,
+                    log=folder / "log",
+                )
+                code = worker.wait(time.monotonic() + timeout)
         except (KeyboardInterrupt, Terminated) as exc:
+            if worker is not None:
+                worker.kill()
             terminated = isinstance(exc, Terminated)
             err.print(f"[red]{'terminated' if terminated else 'interrupted'}: the selftest's worker stopped[/]")
             raise typer.Exit(143 if terminated else 130)

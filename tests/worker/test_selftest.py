@@ -1,6 +1,7 @@
 """``audit selftest`` passes with the real comparator and fails when the comparator is broken on
 purpose (a plugin that makes it blind to the last mantissa bit)."""
 
+import os
 import signal
 import subprocess
 import sys
@@ -30,17 +31,19 @@ def test_the_selftest_fails_when_the_comparator_ignores_the_last_mantissa_bit():
 
 
 @pytest.mark.parametrize("sig, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_a_signal_stops_the_selftest_and_its_worker(sig, status):
+def test_a_signal_stops_the_selftest_and_its_worker(sig, status, tmp_path):
+    mark = f"SELFTEST_SIGNAL_TEST={tmp_path}"  # finds this run's worker, not another selftest's
     proc = subprocess.Popen(
         [sys.executable, "-m", "audit", "selftest"],
         cwd=REPO,
+        env={**os.environ, "SELFTEST_SIGNAL_TEST": str(tmp_path)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # Ctrl-C as a terminal delivers it
     )
     deadline = time.monotonic() + 120
-    while not (workers := _selftest_workers()):
+    while not (workers := _selftest_workers(mark)):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-2000:]
         time.sleep(0.1)
     proc.send_signal(sig)
@@ -51,11 +54,13 @@ def test_a_signal_stops_the_selftest_and_its_worker(sig, status):
     assert not [pid for pid in workers if alive(pid)]
 
 
-def _selftest_workers() -> list[int]:
+def _selftest_workers(mark: str) -> list[int]:
+    """This test's selftest workers: their command line and the test's variable, which they inherit."""
     found = []
     for entry in Path("/proc").glob("[0-9]*"):
         try:
-            if b"audit.worker.selftest" in (entry / "cmdline").read_bytes() and alive(int(entry.name)):
+            mine = mark.encode() + b"\0" in (entry / "environ").read_bytes() + b"\0"
+            if mine and b"audit.worker.selftest" in (entry / "cmdline").read_bytes() and alive(int(entry.name)):
                 found.append(int(entry.name))
         except OSError:
             continue
