@@ -9,6 +9,13 @@ and gradients reach those inputs.
   tensor forward passes to ``attn``; from ``hidden_states``, ``attn``'s output and ``gate_msa`` to
   the tensor forward passes to ``norm2``. Whatever forward writes there is what runs, so the output
   is bitwise forward's own for the same tensors.
+- gate_residual_norm_modulate: the same, from ``hidden_states``, ``attn``'s output, ``gate_msa``,
+  ``shift_mlp`` and ``scale_mlp`` to both the tensor forward passes to ``norm2`` and the one it
+  passes to ``ff``, stacked as (S, 2, H) (a copy, no rounding).
+- timestep_sinusoid: the model's ``time_proj``, ``Timesteps(256, flip_sin_to_cos=True,
+  downscale_freq_shift=0)``, called as a module.
+- final_adaln_out: ``MiniMaxH3AdaLayerNormOut(5376, 2688, 1e-5)`` (the model's ``norm_out``), its whole
+  forward: projection, split into shift then scale, norm and the per-timestep modulation.
 - timestep_mlp: ``TimestepEmbedding(256, 5376, out_dim=2688)`` in FP32.
 - adaln_projection: ``MiniMaxH3AdaLayerNormModulation(2688, 5376)`` (SiLU at temb's FP32, cast to
   the BF16 weight dtype, linear). The module returns six (3T, H) chunks, views of its linear
@@ -27,7 +34,14 @@ import torch
 from torch.func import functional_call
 
 from audit.core.candidates import candidate
-from audit.core.chain import GATE_RESIDUAL_MSA, MODULATE_MSA, NORM1_MODULATE, Expression, run_expression
+from audit.core.chain import (
+    GATE_RESIDUAL_MSA,
+    GATE_RESIDUAL_NORM2_MODULATE,
+    MODULATE_MSA,
+    NORM1_MODULATE,
+    Expression,
+    run_expression,
+)
 from audit.core.packages import version
 from audit.core.ops import EPS, FREQ_CHANNELS, HIDDEN, TIME_EMBED, TIME_MLP_HIDDEN
 
@@ -77,6 +91,20 @@ def _adaln_modulation() -> torch.nn.Module:
         return h3.MiniMaxH3AdaLayerNormModulation(time_embed_dim=TIME_EMBED, hidden_size=HIDDEN).to(torch.bfloat16)
 
 
+@functools.cache
+def _norm_out() -> torch.nn.Module:
+    h3 = _h3()
+    with torch.device("meta"):
+        return h3.MiniMaxH3AdaLayerNormOut(hidden_size=HIDDEN, time_embed_dim=TIME_EMBED, eps=EPS).to(torch.bfloat16)
+
+
+@functools.cache
+def _time_proj() -> torch.nn.Module:
+    from diffusers.models.embeddings import Timesteps
+
+    return Timesteps(num_channels=FREQ_CHANNELS, flip_sin_to_cos=True, downscale_freq_shift=0)
+
+
 def _block_source(expression: Expression) -> str:
     return f"{_prefix()} MiniMaxH3TransformerBlock.forward, {expression.label}"
 
@@ -107,6 +135,37 @@ def modulate(normed: torch.Tensor, t: dict[str, torch.Tensor]) -> torch.Tensor:
 )
 def gate_residual(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return run_expression(_block(), GATE_RESIDUAL_MSA, t)
+
+
+@candidate(
+    "diffusers",
+    requires=(_H3,),
+    ops=("gate_residual_norm_modulate",),
+    source=lambda mode, device: _block_source(GATE_RESIDUAL_NORM2_MODULATE),
+)
+def gate_residual_norm_modulate(t: dict[str, torch.Tensor]) -> torch.Tensor:
+    return torch.stack(run_expression(_block(), GATE_RESIDUAL_NORM2_MODULATE, t), dim=1)
+
+
+@candidate(
+    "diffusers",
+    requires=(_H3,),
+    ops=("timestep_sinusoid",),
+    source=lambda mode, device: f"{_prefix()} Timesteps(256, flip_sin_to_cos=True, downscale_freq_shift=0)",
+)
+def timestep_sinusoid(t: dict[str, torch.Tensor]) -> torch.Tensor:
+    return _time_proj()(t["t"])
+
+
+@candidate(
+    "diffusers",
+    requires=(_H3,),
+    ops=("final_adaln_out",),
+    source=lambda mode, device: f"{_prefix()} MiniMaxH3AdaLayerNormOut.forward (norm_out)",
+)
+def final_adaln_out(t: dict[str, torch.Tensor]) -> torch.Tensor:
+    params = {"norm.weight": t["w"], "linear.weight": t["wp"], "linear.bias": t["bp"]}
+    return functional_call(_norm_out(), params, (t["x"], t["temb"], t["idx"]))
 
 
 @candidate(

@@ -20,13 +20,13 @@ def _source(op: str):
     return lambda mode, device: f"rl_kernel_ops.{op}: {rl_kernel_ops.backend_description(device)}"
 
 
-def _gemm_accepts(check, weights: tuple[str, ...]):
-    """Shapes the GEMM kernels take: those their argument check passes (the reference's split
-    counts) and, on a GPU, weights whose every dimension is a multiple of ``TILE``."""
+def _gemm_accepts(check, args: tuple[str, ...], weights: tuple[str, ...]):
+    """Shapes the GEMM kernels take: those their argument check passes on the inputs ``args`` (the
+    reference's split counts) and, on a GPU, weights whose every dimension is a multiple of ``TILE``."""
 
     def accepts(meta: dict[str, torch.Tensor], device: torch.device) -> str | None:
         try:
-            check(*meta.values())
+            check(*(meta[name] for name in args))
         except ValueError as exc:
             return str(exc)
         odd = [(n, tuple(meta[n].shape)) for n in weights if any(d % TILE for d in meta[n].shape)]
@@ -51,7 +51,9 @@ def gate_residual(t: dict[str, torch.Tensor]) -> torch.Tensor:
     "rl_kernel",
     ops=("timestep_mlp",),
     source=_source("timestep_mlp"),
-    accepts=_gemm_accepts(reference_gemm.check_timestep_mlp_args, ("w1", "b1", "w2", "b2")),
+    accepts=_gemm_accepts(
+        reference_gemm.check_timestep_mlp_args, ("x", "w1", "b1", "w2", "b2"), ("w1", "b1", "w2", "b2")
+    ),
 )
 def timestep_mlp(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return rl_kernel_ops.timestep_mlp(t["x"], t["w1"], t["b1"], t["w2"], t["b2"])
@@ -61,7 +63,27 @@ def timestep_mlp(t: dict[str, torch.Tensor]) -> torch.Tensor:
     "rl_kernel",
     ops=("adaln_projection",),
     source=_source("adaln_projection"),
-    accepts=_gemm_accepts(reference_gemm.check_adaln_projection_args, ("w", "b")),
+    accepts=_gemm_accepts(reference_gemm.check_adaln_projection_args, ("temb", "w", "b"), ("w", "b")),
 )
 def adaln_projection(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return rl_kernel_ops.adaln_projection(t["temb"], t["w"], t["b"])
+
+
+@candidate("rl_kernel", ops=("gate_residual_norm_modulate",), source=_source("gate_residual + norm_modulate"))
+def gate_residual_norm_modulate(t: dict[str, torch.Tensor]) -> torch.Tensor:
+    return rl_kernel_ops.gate_residual_norm_modulate(t["res"], t["y"], t["gate"], t["w"], t["sh"], t["sc"], t["idx"])
+
+
+@candidate("rl_kernel", ops=("timestep_sinusoid",), source=_source("timestep_sinusoid"), grads=())
+def timestep_sinusoid(t: dict[str, torch.Tensor]) -> torch.Tensor:
+    return rl_kernel_ops.timestep_sinusoid(t["t"])
+
+
+@candidate(
+    "rl_kernel",
+    ops=("final_adaln_out",),
+    source=_source("adaln_projection + norm_modulate"),
+    accepts=_gemm_accepts(reference_gemm.check_adaln_projection_args, ("temb", "wp", "bp"), ("wp", "bp")),
+)
+def final_adaln_out(t: dict[str, torch.Tensor]) -> torch.Tensor:
+    return rl_kernel_ops.final_adaln_out(t["x"], t["w"], t["temb"], t["wp"], t["bp"], t["idx"])

@@ -16,6 +16,10 @@ y, gate_rows, None, None, 0, 0, "rms", eps)`` on (1, S, H) tensors returns ``(no
 compared (the first is computed too, with zero scale and shift, and is part of its latency).
 Forward only, like ``sglang``.
 
+The same kernel serves ``gate_residual_norm_modulate`` whole as ``sglang_fused_residual`` there:
+``fused_scale_residual_norm_scale_shift(res, y, gate_rows, w, None, scale_rows, shift_rows, "rms",
+eps)``, both outputs compared (stacked as residual, modulated).
+
 Candidate ``sglang_bi_rmsnorm`` (norm_modulate): ``rms_norm_batch_invariant(x, w, eps=1e-5)``
 from the batch-invariant ops (its default eps is 1e-6), modulated with ``index_select`` like the
 references. It launches a Triton kernel (one program per row, FP32 sum of squares,
@@ -44,12 +48,18 @@ fresh output in place, and gates into the residual:
   the tensors, the case fails with that refusal (the model would fall back to the unfused path).
   No ``accepts=`` hook: the guard needs tensors on the run's device, which meta tensors are not.
 - ``sglang_indexed_gate`` (gate_residual): ``indexed_gate_bf16(res, gate, y, idx)``, out of place.
+- gate_residual_norm_modulate, as the block runs its steps 4-5 (two calls; SGLang has no kernel
+  for both): ``sglang_indexed_gate_scale_shift`` is ``indexed_gate_bf16`` then ``F.rms_norm`` and
+  ``indexed_scale_shift_bf16_`` (default quality), ``sglang_indexed_gate_rmsnorm_indexed_scale_shift``
+  is ``indexed_gate_bf16`` then the guarded ``rmsnorm_indexed_scale_shift`` (lossless/high).
 - The dispatchers the model calls, as they pick a kernel from dtype, device, contiguity and
   strides, with an eager fallback: ``sglang_modulate_rmsnorm_scale_shift`` (``fused=False``: the
   model's ``norm1(x)`` then ``_modulate_scale_shift``), ``sglang_modulate_rmsnorm_scale_shift_fused``
   (``fused=True``) and ``sglang_modulate_gate`` (``allow_inplace=True``, on a copy of res: the
-  block's residual buffer is its own to overwrite). They import the model module, so they need the
-  engine's runtime to import. Which kernel served is read by wrapping the model module's kernel
+  block's residual buffer is its own to overwrite); for gate_residual_norm_modulate,
+  ``sglang_modulate_gate_rmsnorm_scale_shift`` and ``..._fused``: ``_modulate_gate`` then
+  ``_modulate_rmsnorm_scale_shift`` on its output, as the block calls them. They import the model
+  module, so they need the engine's runtime to import. Which kernel served is read by wrapping the model module's kernel
   names while the dispatcher runs: ``source`` names what served a one-row probe of the op's dtypes
   on the run's device (or "the eager fallback"), and a case served otherwise fails, naming both.
   The wrapping, and building the model's norm around w, add a few microseconds of Python to each
@@ -58,6 +68,17 @@ fresh output in place, and gates into the residual:
   checkpoints keep the AdaLN tables in FP32) and round once; the ops draw BF16 tables and their
   references compute at BF16, so these need ops with FP32 tables and references for them, which do
   not exist yet. Upcasting the BF16 tables would audit a computation no reference defines.
+- ``sglang_adaln_cache`` (adaln_projection): the AdaLN cache's rebuild path
+  (``minimax_h3_adaln_cache.MiniMaxH3AdalnCache``, precision "match"), which the model uses instead
+  of projecting every step. The case's w and b are written to a safetensors file as layer 0's
+  ``adaln_proj.linear`` (the final layer's projection as zeros), a one-layer cache is built for one
+  plan of T distinct FP32 timesteps whose ``embed`` returns ``silu(temb).to(bf16)`` (what the model's
+  embed returns for its own time embedder), and the plan's table is read back from the slab: (T,
+  96768), compared with the on-the-fly projections. As a single-GPU rollout: the module's
+  ``get_tp_world_size`` is held at 1 while it builds (no distributed group exists in the audit's
+  process). Forward only; its latency includes writing the file and building the cache, so it is
+  not a speed figure. A prior-art sub-batch builds the plan at the sub-batch's T, which is where
+  the engine's own warning (cuBLAS picks kernels by M) would show.
 Under an SGLang without these kernels (0.5.10) each is unavailable naming the version and the
 missing name.
 """
@@ -67,6 +88,8 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import tempfile
+import types
 from typing import Callable
 
 import torch
@@ -133,6 +156,34 @@ def sglang_fused_residual(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return residual.squeeze(0)
 
 
+@candidate(
+    "sglang_fused_residual",
+    ops=("gate_residual_norm_modulate",),
+    source=lambda mode, device: (
+        f"SGLang {version('sglang')} fused_scale_residual_norm_scale_shift (CuTe DSL, {KERNEL}), both outputs; "
+        "forward only"
+    ),
+    grads=(),
+    requires=(KERNEL,),
+    cuda_only=True,
+)
+def sglang_fused_residual_norm(t: dict[str, torch.Tensor]) -> torch.Tensor:
+    fused = importlib.import_module(KERNEL).fused_scale_residual_norm_scale_shift
+    idx = t["idx"]
+    modulated, residual = fused(
+        t["res"].unsqueeze(0),
+        t["y"].unsqueeze(0),
+        _token_rows(t["gate"], idx),
+        t["w"],
+        None,
+        _token_rows(t["sc"], idx),
+        _token_rows(t["sh"], idx),
+        "rms",
+        EPS,
+    )
+    return torch.stack((residual.squeeze(0), modulated.squeeze(0)), dim=1)
+
+
 def _token_rows(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     """One (1, S, H) row of ``table`` per token, the [1, S, D] layout the CuTe kernels take."""
     return table.index_select(0, idx).unsqueeze(0)
@@ -179,14 +230,7 @@ def sglang_indexed_scale_shift(t: dict[str, torch.Tensor]) -> torch.Tensor:
     **_h3_meta("rmsnorm_indexed_scale_shift", op="norm_modulate"),
 )
 def sglang_rmsnorm_indexed_scale_shift(t: dict[str, torch.Tensor]) -> torch.Tensor:
-    x, w, sh, sc, idx = t["x"], t["w"], t["sh"], t["sc"], t["idx"]
-    if not _h3_kernel("can_use_rmsnorm_indexed_scale_shift")(x, w, sh, sc, idx):
-        shapes = ", ".join(f"{n} {tuple(v.shape)} {v.dtype}" for n, v in t.items())
-        raise ValueError(
-            f"SGLang {version('sglang')} can_use_rmsnorm_indexed_scale_shift refuses {shapes} on {x.device} "
-            "(the model then runs nn.RMSNorm and _modulate_scale_shift)"
-        )
-    return _h3_kernel("rmsnorm_indexed_scale_shift")(x, w, sh, sc, idx, EPS)
+    return _rmsnorm_indexed_scale_shift(t["x"], t)
 
 
 @candidate(
@@ -196,6 +240,39 @@ def sglang_rmsnorm_indexed_scale_shift(t: dict[str, torch.Tensor]) -> torch.Tens
 )
 def sglang_indexed_gate(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return _h3_kernel("indexed_gate_bf16")(t["res"], t["gate"], t["y"], t["idx"])
+
+
+def _rmsnorm_indexed_scale_shift(x, t: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The guarded fused kernel on rows ``x``; where the engine's guard refuses, ValueError naming it."""
+    w, sh, sc, idx = t["w"], t["sh"], t["sc"], t["idx"]
+    if not _h3_kernel("can_use_rmsnorm_indexed_scale_shift")(x, w, sh, sc, idx):
+        shapes = ", ".join(f"{n} {tuple(v.shape)} {v.dtype}" for n, v in {"x": x, **t}.items())
+        raise ValueError(
+            f"SGLang {version('sglang')} can_use_rmsnorm_indexed_scale_shift refuses {shapes} on {x.device} "
+            "(the model then runs nn.RMSNorm and _modulate_scale_shift)"
+        )
+    return _h3_kernel("rmsnorm_indexed_scale_shift")(x, w, sh, sc, idx, EPS)
+
+
+@candidate(
+    "sglang_indexed_gate_scale_shift",
+    source=_h3_source("indexed_gate_bf16, then indexed_scale_shift_bf16_ in place after F.rms_norm"),
+    **_h3_meta("indexed_scale_shift_bf16_", op="gate_residual_norm_modulate"),
+)
+def sglang_indexed_gate_scale_shift(t: dict[str, torch.Tensor]) -> torch.Tensor:
+    h1 = _h3_kernel("indexed_gate_bf16")(t["res"], t["gate"], t["y"], t["idx"])
+    normed = torch_rms_norm({"x": h1, "w": t["w"]})
+    return torch.stack((h1, _h3_kernel("indexed_scale_shift_bf16_")(normed, t["sh"], t["sc"], t["idx"])), dim=1)
+
+
+@candidate(
+    "sglang_indexed_gate_rmsnorm_indexed_scale_shift",
+    source=_h3_source("indexed_gate_bf16, then rmsnorm_indexed_scale_shift where its guard accepts"),
+    **_h3_meta("rmsnorm_indexed_scale_shift", op="gate_residual_norm_modulate"),
+)
+def sglang_indexed_gate_rmsnorm_indexed_scale_shift(t: dict[str, torch.Tensor]) -> torch.Tensor:
+    h1 = _h3_kernel("indexed_gate_bf16")(t["res"], t["gate"], t["y"], t["idx"])
+    return torch.stack((h1, _rmsnorm_indexed_scale_shift(h1, t)), dim=1)
 
 
 Dispatch = Callable[[object, dict[str, torch.Tensor]], torch.Tensor]  # (model module, inputs) -> output
@@ -238,9 +315,11 @@ def _probed(op: str, call: Dispatch, device: torch.device) -> str:
     return _dispatched(call, {n: v.to(device) for n, v in draw_inputs(get_op(op), 1, seed=1).items()})[1]
 
 
-def _dispatcher(name: str, dispatcher: str, op: str, call: Dispatch) -> None:
-    """Register ``call`` of the model's ``dispatcher`` as candidate ``name`` of ``op``: its source
-    names the branch a one-row probe took, and a case that takes another fails."""
+def _dispatcher(name: str, dispatchers: tuple[str, ...], op: str, call: Dispatch) -> None:
+    """Register ``call`` of the model's ``dispatchers`` (in the order it calls them) as candidate
+    ``name`` of ``op``: its source names the branches a one-row probe took, and a case that takes
+    others fails."""
+    dispatcher = " + ".join(dispatchers)
 
     def source(mode: str, device: torch.device) -> str:
         return (
@@ -255,7 +334,8 @@ def _dispatcher(name: str, dispatcher: str, op: str, call: Dispatch) -> None:
             raise RuntimeError(f"{dispatcher} served {served} for this case, not {probed} as its source says")
         return out
 
-    candidate(name, ops=(op,), source=source, grads=(), requires=(f"{_H3_MODEL}:{dispatcher}",))(forward)
+    requires = tuple(f"{_H3_MODEL}:{d}" for d in dispatchers)
+    candidate(name, ops=(op,), source=source, grads=(), requires=requires)(forward)
 
 
 def _rmsnorm_scale_shift(fused: bool) -> Dispatch:
@@ -272,16 +352,75 @@ def _gate(model, t: dict[str, torch.Tensor]) -> torch.Tensor:
     return model._modulate_gate(t["res"].clone(), t["gate"], t["y"], t["idx"], dtype=torch.bfloat16)
 
 
+def _gate_rmsnorm_scale_shift(fused: bool) -> Dispatch:
+    norm = _rmsnorm_scale_shift(fused)
+
+    def call(model, t: dict[str, torch.Tensor]) -> torch.Tensor:
+        h1 = _gate(model, t)
+        return torch.stack((h1, norm(model, {**t, "x": h1})), dim=1)
+
+    return call
+
+
+_GATE, _NORM = "_modulate_gate", "_modulate_rmsnorm_scale_shift"
+_dispatcher("sglang_modulate_rmsnorm_scale_shift", (_NORM,), "norm_modulate", _rmsnorm_scale_shift(False))
+_dispatcher("sglang_modulate_rmsnorm_scale_shift_fused", (_NORM,), "norm_modulate", _rmsnorm_scale_shift(True))
+_dispatcher("sglang_modulate_gate", (_GATE,), "gate_residual", _gate)
 _dispatcher(
-    "sglang_modulate_rmsnorm_scale_shift", "_modulate_rmsnorm_scale_shift", "norm_modulate", _rmsnorm_scale_shift(False)
+    "sglang_modulate_gate_rmsnorm_scale_shift",
+    (_GATE, _NORM),
+    "gate_residual_norm_modulate",
+    _gate_rmsnorm_scale_shift(False),
 )
 _dispatcher(
-    "sglang_modulate_rmsnorm_scale_shift_fused",
-    "_modulate_rmsnorm_scale_shift",
-    "norm_modulate",
-    _rmsnorm_scale_shift(True),
+    "sglang_modulate_gate_rmsnorm_scale_shift_fused",
+    (_GATE, _NORM),
+    "gate_residual_norm_modulate",
+    _gate_rmsnorm_scale_shift(True),
 )
-_dispatcher("sglang_modulate_gate", "_modulate_gate", "gate_residual", _gate)
+
+
+_ADALN_CACHE = "sglang.multimodal_gen.runtime.models.dits.minimax_h3_adaln_cache"
+
+
+@candidate(
+    "sglang_adaln_cache",
+    ops=("adaln_projection",),
+    source=lambda mode, device: (
+        f"SGLang {version('sglang')} {_ADALN_CACHE}.MiniMaxH3AdalnCache rebuild (precision 'match', TP 1), "
+        "the plan's table read back; forward only, latency includes the build"
+    ),
+    grads=(),
+    requires=(f"{_ADALN_CACHE}:MiniMaxH3AdalnCache", "safetensors"),
+)
+def sglang_adaln_cache(t: dict[str, torch.Tensor]) -> torch.Tensor:
+    from safetensors.torch import save_file
+
+    module = importlib.import_module(_ADALN_CACHE)
+    temb, w, b = t["temb"], t["w"], t["b"]
+    rows, hidden = temb.shape[0], w.shape[0] // 18
+    timesteps = torch.arange(1, rows + 1, dtype=torch.float32) / (rows + 1)  # one plan: T distinct keys
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "adaln.safetensors")
+        zero = w.new_zeros(2 * hidden, w.shape[1])
+        tensors = {
+            "blocks.0.adaln_proj.linear.weight": w,
+            "blocks.0.adaln_proj.linear.bias": b,
+            "final_layer.adaln_proj.linear.weight": zero,
+            "final_layer.adaln_proj.linear.bias": zero[:, 0].contiguous(),
+        }
+        save_file({k: v.detach().contiguous() for k, v in tensors.items()}, path)
+        arch = types.SimpleNamespace(num_layers=1, hidden_size=hidden)
+        cache = module.MiniMaxH3AdalnCache(arch, weight_files=[path], max_plans=1, max_plan_width=rows)
+        cache.load(temb.device)
+        world = module.get_tp_world_size
+        module.get_tp_world_size = lambda: 1
+        try:
+            cache.build([timesteps], embed=lambda ts: torch.nn.functional.silu(temb).to(torch.bfloat16))
+        finally:
+            module.get_tp_world_size = world
+        slot = cache.lookup(timesteps.to(temb.device))
+        return cache.block_params[slot, :rows, 0].clone()
 
 
 def _deepgemm_routes() -> bool:

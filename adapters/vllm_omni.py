@@ -18,8 +18,9 @@ torch expression of its own, which is not the kernel. On a CPU device every inpu
 ``source`` says that path ran. Forward only: the kernels write into buffers with no autograd
 function around them (the CPU path would have gradients, but they are not the kernel's).
 
-Not here: ``indexed_gate_rms_norm_scale_shift`` (the block's steps 4-5 in one kernel, two outputs)
-needs the op ``gate_residual_norm_modulate``, which does not exist yet.
+- ``vllm_omni_indexed_gate_rms_norm_scale_shift`` (gate_residual_norm_modulate):
+  ``indexed_gate_rms_norm_scale_shift(res, gate, y, w, sh, sc, idx, 1e-5)``, the block's msa gated
+  residual, norm2 and mlp modulation in one kernel; its two outputs (residual, modulated) stacked.
 The module imports ``vllm.triton_utils`` and ``vllm_omni/__init__`` imports vLLM's config, so vLLM
 (with its own dependencies) must import; otherwise the candidates are unavailable with that reason.
 """
@@ -70,3 +71,12 @@ def vllm_omni_indexed_scale_shift(t: dict[str, torch.Tensor]) -> torch.Tensor:
 @candidate("vllm_omni_indexed_gate", **_meta("indexed_gate", "gate_residual", ""))
 def vllm_omni_indexed_gate(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return _kernel("indexed_gate")(t["res"], t["gate"], t["y"], t["idx"])
+
+
+@candidate(
+    "vllm_omni_indexed_gate_rms_norm_scale_shift",
+    **_meta("indexed_gate_rms_norm_scale_shift", "gate_residual_norm_modulate", ""),
+)
+def vllm_omni_indexed_gate_rms_norm_scale_shift(t: dict[str, torch.Tensor]) -> torch.Tensor:
+    fused = _kernel("indexed_gate_rms_norm_scale_shift")
+    return torch.stack(fused(t["res"], t["gate"], t["y"], t["w"], t["sh"], t["sc"], t["idx"], EPS), dim=1)

@@ -10,6 +10,9 @@ Contracts shared by every op, on either backend:
 - deterministic: the same inputs give the same bits in the output and in every gradient;
 - batch-invariant: a row's output and row-input gradients do not depend on the other rows;
 - table and parameter gradients are fixed-order FP32 reductions, cast once.
+The ops composed of others (``gate_residual_norm_modulate``, ``final_adaln_out``) keep these
+contracts because their parts do and the composition only copies (a stack, a contiguous half);
+``timestep_sinusoid`` has no gradient (``sinusoid``).
 """
 
 from __future__ import annotations
@@ -22,9 +25,12 @@ __all__ = [
     "adaln_projection",
     "adaln_row_gather",
     "backend_description",
+    "final_adaln_out",
     "gate_residual",
+    "gate_residual_norm_modulate",
     "norm_modulate",
     "timestep_mlp",
+    "timestep_sinusoid",
 ]
 
 
@@ -78,3 +84,25 @@ def timestep_mlp(x, w1, b1, w2, b2):
 def adaln_projection(temb, w, b):
     """linear(silu(temb).to(bf16), w, b): BF16 inputs, FP32 accumulation, row-count-independent order."""
     return _gemm_backend(temb).adaln_projection(temb, w, b)
+
+
+def gate_residual_norm_modulate(res, y, gate, w, shift, scale, idx, eps: float = 1e-5):
+    """h1 = gate_residual(res, y, gate, idx), then norm_modulate(h1, w, shift, scale, idx, eps);
+    both stacked as (S, 2, H) bf16. h1's gradient is the sum of the two outputs' contributions,
+    as autograd forms it for the block's own expression."""
+    h1 = gate_residual(res, y, gate, idx)
+    return torch.stack((h1, norm_modulate(h1, w, shift, scale, idx, eps)), dim=1)
+
+
+def final_adaln_out(x, w, temb, wp, bp, idx, eps: float = 1e-5):
+    """adaln_projection(temb, wp, bp) split into shift then scale (contiguous copies), then
+    norm_modulate(x, w, shift, scale, idx, eps) with idx indexing timesteps: ``norm_out``."""
+    shift, scale = (half.contiguous() for half in adaln_projection(temb, wp, bp).chunk(2, dim=-1))
+    return norm_modulate(x, w, shift, scale, idx, eps)
+
+
+def timestep_sinusoid(t, dim: int = 256, max_period: float = 10000.0):
+    """[cos(t * f), sin(t * f)] in FP32, (T,) -> (T, dim); see ``sinusoid`` for what it equals."""
+    from .sinusoid import timestep_sinusoid as sinusoid
+
+    return sinusoid(t, dim, max_period)

@@ -111,7 +111,7 @@ def get_candidate(op: str, name: str) -> Candidate:
 
 def unavailable_reason(c: Candidate, device: torch.device) -> str | None:
     """Why ``c`` cannot run on ``device`` in this process, every reason joined (None when it can)."""
-    problems = [p for p in map(import_problem, c.requires) if p]
+    problems = list(dict.fromkeys(p for p in map(import_problem, c.requires) if p))
     if c.cuda_only and device.type != "cuda":
         problems.append(f"needs a CUDA device; this run uses {device.type}")
     elif c.min_capability and device.type == "cuda":

@@ -150,12 +150,13 @@ RESULT = Point("result")
 class Expression:
     """The operations that a module's ``forward`` performs to compute ``until`` from ``reads``
     (op input name -> where forward has that tensor), calling its submodules on the way with the
-    parameters ``params`` (op input name -> parameter path). ``label`` says which part of forward
-    it is, in a candidate's ``source``."""
+    parameters ``params`` (op input name -> parameter path). ``until`` is one point, or a tuple of
+    points whose tensors are returned as a tuple in that order. ``label`` says which part of
+    forward it is, in a candidate's ``source``."""
 
     label: str
     reads: dict[str, Point]
-    until: Point
+    until: Point | tuple[Point, ...]
     params: dict[str, str] = field(default_factory=dict)
 
 
@@ -173,8 +174,9 @@ def _sliced(module: nn.Module, expression: Expression) -> fx.GraphModule:
     read."""
     graph, owner = _Leaves().trace(module), type(module).__name__
     given = {point.find(graph, owner): name for name, point in expression.reads.items()}
-    until = expression.until.find(graph, owner)
-    needed, todo = set(), [until]
+    points = expression.until if isinstance(expression.until, tuple) else (expression.until,)
+    untils = [point.find(graph, owner) for point in points]
+    needed, todo = set(), list(untils)
     while todo:
         node = todo.pop()
         if node in given or node in needed:
@@ -191,18 +193,20 @@ def _sliced(module: nn.Module, expression: Expression) -> fx.GraphModule:
     for node in graph.nodes:
         if node in needed:
             copied[node] = sliced.node_copy(node, copied.__getitem__)
-    sliced.output(copied[until])
+    outputs = tuple(copied[u] for u in untils)
+    sliced.output(outputs if isinstance(expression.until, tuple) else outputs[0])
     return fx.GraphModule(module, sliced)
 
 
 _SLICES: weakref.WeakKeyDictionary[nn.Module, dict[Expression, fx.GraphModule]] = weakref.WeakKeyDictionary()
 
 
-def run_expression(module: nn.Module, expression: Expression, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+def run_expression(module: nn.Module, expression: Expression, tensors: dict[str, torch.Tensor]):
     """``expression`` of ``module.forward``, executed: the very operations forward performs there,
     on ``tensors`` (op input name -> tensor) and with ``tensors``' parameters for the submodules it
     calls, so the result is bitwise what forward computes at ``expression.until`` from the same
-    tensors, and gradients reach them. The slice of forward is recorded once per module."""
+    tensors (a tuple of tensors for a tuple of points), and gradients reach them. The slice of
+    forward is recorded once per module."""
     slices = _SLICES.setdefault(module, {})
     if expression not in slices:
         slices[expression] = _sliced(module, expression)
@@ -239,6 +243,12 @@ NORM1_MODULATE = _normed("norm1", "msa", argument("hidden_states"), passed_to("a
 MODULATE_MSA = Expression("modulation (msa)", {"normed": returned_by("norm1"), **_modulation("msa")}, passed_to("attn"))
 GATE_RESIDUAL_MSA = _gated("msa", argument("hidden_states"), returned_by("attn"), passed_to("norm2"))
 NORM2_MODULATE = _normed("norm2", "mlp", passed_to("norm2"), passed_to("ff"))
+GATE_RESIDUAL_NORM2_MODULATE = Expression(
+    "gate_msa residual, norm2 + modulation (mlp)",
+    {"res": argument("hidden_states"), "y": returned_by("attn"), "gate": _table("gate_msa"), **_modulation("mlp")},
+    (passed_to("norm2"), passed_to("ff")),
+    {"w": "norm2.weight"},
+)
 GATE_RESIDUAL_MLP = _gated("mlp", passed_to("norm2"), returned_by("ff"), RESULT)
 
 

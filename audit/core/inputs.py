@@ -19,6 +19,7 @@ from audit.core.ops import (
     Normal,
     OpSpec,
     PackedIndex,
+    TimestepIndex,
     UniformOffset,
 )
 
@@ -53,6 +54,8 @@ def draw_input(spec: InputSpec, rows: int, seed: int) -> torch.Tensor:
             return (offset + torch.rand(shape, generator=_generator(s, salt))).to(spec.dtype)
         case PackedIndex():
             return packed_index(s, rows)
+        case TimestepIndex():
+            return packed_index(s, rows) // MODALITIES
     raise TypeError(f"unknown draw {spec.draw!r}")
 
 

@@ -63,6 +63,9 @@ LAYOUTS: dict[tuple[str, str], Layout] = {
     ("timestep_mlp", "sp_rows"): Layout("sp_rows", {"x": 0}),
     ("norm_modulate", "sp_rows"): Layout("sp_rows", {"x": 0, "idx": 0}),
     ("gate_residual", "sp_rows"): Layout("sp_rows", {"res": 0, "y": 0, "idx": 0}),
+    ("gate_residual_norm_modulate", "sp_rows"): Layout("sp_rows", {"res": 0, "y": 0, "idx": 0}),
+    ("timestep_sinusoid", "sp_rows"): Layout("sp_rows", {"t": 0}),
+    ("final_adaln_out", "sp_rows"): Layout("sp_rows", {"x": 0, "idx": 0}),
 }
 
 

@@ -48,7 +48,13 @@ class PackedIndex:
     per row (``audit.inputs.packed_index``)."""
 
 
-Draw = Normal | UniformOffset | PackedIndex
+@dataclass(frozen=True)
+class TimestepIndex:
+    """Row index into a per-timestep table: the timestep part of ``PackedIndex`` for the same seed
+    (``packed_index // 3``), as ``MiniMaxH3AdaLayerNormOut`` indexes its table."""
+
+
+Draw = Normal | UniformOffset | PackedIndex | TimestepIndex
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,13 @@ def _fixed(*shape: int) -> Callable[[int], tuple[int, ...]]:
 
 _bf16, _f32, _i64 = torch.bfloat16, torch.float32, torch.int64
 _index = InputSpec("idx", lambda n: (n,), _i64, PackedIndex(), rows=True, grad=False)
+_weight = InputSpec("w", _fixed(HIDDEN), _bf16, UniformOffset(11, 0.5), rows=False, grad=True)
+_shift = InputSpec("sh", _fixed(TABLE_ROWS, HIDDEN), _bf16, Normal(12, 0.1), rows=False, grad=True)
+_scale = InputSpec("sc", _fixed(TABLE_ROWS, HIDDEN), _bf16, Normal(13, 0.1), rows=False, grad=True)
+_res = InputSpec("res", _rows(HIDDEN), _bf16, Normal(15), rows=True, grad=True)
+_y = InputSpec("y", _rows(HIDDEN), _bf16, Normal(16), rows=True, grad=True)
+_gate = InputSpec("gate", _fixed(TABLE_ROWS, HIDDEN), _bf16, Normal(17, 0.1), rows=False, grad=True)
+_ROW_CASES, _ROW_CPU_CASES = (1, 257, 4097, 32768), (1, 257, 4097)
 
 OPS: dict[str, OpSpec] = {
     op.name: op
@@ -105,15 +118,15 @@ OPS: dict[str, OpSpec] = {
             summary="rmsnorm(x, w) * (1 + sc[idx]) + sh[idx], bf16 (the block's norm1/norm2 + modulation)",
             inputs=(
                 InputSpec("x", _rows(HIDDEN), _bf16, Normal(10, 2.0), rows=True, grad=True),
-                InputSpec("w", _fixed(HIDDEN), _bf16, UniformOffset(11, 0.5), rows=False, grad=True),
-                InputSpec("sh", _fixed(TABLE_ROWS, HIDDEN), _bf16, Normal(12, 0.1), rows=False, grad=True),
-                InputSpec("sc", _fixed(TABLE_ROWS, HIDDEN), _bf16, Normal(13, 0.1), rows=False, grad=True),
+                _weight,
+                _shift,
+                _scale,
                 _index,
             ),
             out_shape=_rows(HIDDEN),
             out_dtype=_bf16,
-            cases=(1, 257, 4097, 32768),
-            cpu_cases=(1, 257, 4097),
+            cases=_ROW_CASES,
+            cpu_cases=_ROW_CPU_CASES,
             references=("diffusers", "rl_kernel"),
         ),
         OpSpec(
@@ -121,15 +134,64 @@ OPS: dict[str, OpSpec] = {
             kind="row",
             summary="res + gate[idx] * y, bf16 (the block's gated residual)",
             inputs=(
-                InputSpec("res", _rows(HIDDEN), _bf16, Normal(15), rows=True, grad=True),
-                InputSpec("y", _rows(HIDDEN), _bf16, Normal(16), rows=True, grad=True),
-                InputSpec("gate", _fixed(TABLE_ROWS, HIDDEN), _bf16, Normal(17, 0.1), rows=False, grad=True),
+                _res,
+                _y,
+                _gate,
                 _index,
             ),
             out_shape=_rows(HIDDEN),
             out_dtype=_bf16,
-            cases=(1, 257, 4097, 32768),
-            cpu_cases=(1, 257, 4097),
+            cases=_ROW_CASES,
+            cpu_cases=_ROW_CPU_CASES,
+            references=("diffusers", "rl_kernel"),
+        ),
+        OpSpec(
+            name="gate_residual_norm_modulate",
+            kind="row",
+            summary=(
+                "h1 = res + gate[idx] * y, then rmsnorm(h1, w) * (1 + sc[idx]) + sh[idx]; both outputs stacked "
+                "as (S, 2, H) bf16 (the block's msa gated residual, norm2 and mlp modulation)"
+            ),
+            inputs=(_res, _y, _gate, _weight, _shift, _scale, _index),
+            out_shape=lambda n: (n, 2, HIDDEN),
+            out_dtype=_bf16,
+            cases=_ROW_CASES,
+            cpu_cases=_ROW_CPU_CASES,
+            references=("diffusers", "rl_kernel"),
+        ),
+        OpSpec(
+            name="timestep_sinusoid",
+            kind="row",
+            summary=(
+                "[cos(t * f), sin(t * f)], f = exp(-ln(10^4) * arange(128) / 128), (T,) fp32 -> (T, 256) fp32 "
+                "(Timesteps(256, flip_sin_to_cos=True, downscale_freq_shift=0)); timesteps are data: no gradient"
+            ),
+            inputs=(InputSpec("t", lambda n: (n,), _f32, UniformOffset(22, 0.0), rows=True, grad=False),),
+            out_shape=_rows(FREQ_CHANNELS),
+            out_dtype=_f32,
+            cases=(1, 3, 64, 2048),
+            cpu_cases=(1, 3, 64, 2048),
+            references=("diffusers", "rl_kernel"),
+        ),
+        OpSpec(
+            name="final_adaln_out",
+            kind="row",
+            summary=(
+                "shift, scale = linear(silu(temb).to(bf16), wp, bp).chunk(2); rmsnorm(x, w) * (1 + scale[idx]) "
+                "+ shift[idx], idx per timestep, bf16 (norm_out, MiniMaxH3AdaLayerNormOut)"
+            ),
+            inputs=(
+                InputSpec("x", _rows(HIDDEN), _bf16, Normal(18, 2.0), rows=True, grad=True),
+                _weight,
+                InputSpec("temb", _fixed(TIMESTEPS, TIME_EMBED), _f32, Normal(7), rows=False, grad=True),
+                InputSpec("wp", _fixed(2 * HIDDEN, TIME_EMBED), _bf16, Normal(23, TIME_EMBED**-0.5), False, True),
+                InputSpec("bp", _fixed(2 * HIDDEN), _bf16, Normal(24, 0.02), rows=False, grad=True),
+                InputSpec("idx", lambda n: (n,), _i64, TimestepIndex(), rows=True, grad=False),
+            ),
+            out_shape=_rows(HIDDEN),
+            out_dtype=_bf16,
+            cases=_ROW_CASES,
+            cpu_cases=_ROW_CPU_CASES,
             references=("diffusers", "rl_kernel"),
         ),
         OpSpec(

@@ -51,6 +51,11 @@ def error_text(exc: BaseException) -> str:
     return bounded(f"{type(exc).__name__}: {exc}".strip())
 
 
+# module -> why its first import failed. A failed import can leave part of its package imported, so a
+# second attempt may fail elsewhere or seem to succeed: the first answer is the one that holds.
+_FAILED_IMPORTS: dict[str, str] = {}
+
+
 def import_problem(requirement: str) -> str | None:
     """Why ``requirement`` cannot be used here (None when it can): a module that must import, or
     ``module:name``, a module that must import and provide ``name`` (a lazy export is resolved, so
@@ -62,18 +67,24 @@ def import_problem(requirement: str) -> str | None:
     if importlib.util.find_spec(top) is None:
         return f"{top} is not installed"
     lacks = f"{top} {version(top) or '(version unknown)'} has no {module}{'.' + name if name else ''}"
+    if module in _FAILED_IMPORTS:
+        return _FAILED_IMPORTS[module]
     try:
         imported = importlib.import_module(module)
-        if name:
-            if name not in dir(imported):
-                return lacks
-            getattr(imported, name)
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
         if missing.startswith(f"{top}.") and f"{module}.".startswith(f"{missing}."):
-            return lacks
-        return f"import {module} failed: {error_text(exc)}"
+            return _FAILED_IMPORTS.setdefault(module, lacks)
+        return _FAILED_IMPORTS.setdefault(module, f"import {module} failed: {error_text(exc)}")
     except Exception as exc:  # any failure to import makes the candidate unavailable, with the text
+        return _FAILED_IMPORTS.setdefault(module, f"import {module} failed: {error_text(exc)}")
+    if not name:
+        return None
+    if name not in dir(imported):
+        return lacks
+    try:
+        getattr(imported, name)
+    except Exception as exc:  # a lazy export whose own import fails
         return f"import {module} failed: {error_text(exc)}"
     return None
 

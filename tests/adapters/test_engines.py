@@ -36,16 +36,37 @@ ENGINE_CANDIDATES = [
     ("norm_modulate", "sglang_modulate_rmsnorm_scale_shift", f"{_MODEL}:_modulate_rmsnorm_scale_shift", False),
     ("norm_modulate", "sglang_modulate_rmsnorm_scale_shift_fused", f"{_MODEL}:_modulate_rmsnorm_scale_shift", False),
     ("gate_residual", "sglang_modulate_gate", f"{_MODEL}:_modulate_gate", False),
+    ("gate_residual_norm_modulate", "sglang_indexed_gate_scale_shift", f"{_OPS}:indexed_scale_shift_bf16_", True),
+    (
+        "gate_residual_norm_modulate",
+        "sglang_indexed_gate_rmsnorm_indexed_scale_shift",
+        f"{_OPS}:rmsnorm_indexed_scale_shift",
+        True,
+    ),
+    (
+        "gate_residual_norm_modulate",
+        "sglang_modulate_gate_rmsnorm_scale_shift",
+        (f"{_MODEL}:_modulate_gate", f"{_MODEL}:_modulate_rmsnorm_scale_shift"),
+        False,
+    ),
     ("norm_modulate", "vllm_omni_rms_norm_indexed_scale_shift", f"{_OMNI}:rms_norm_indexed_scale_shift", False),
     ("norm_modulate", "vllm_omni_indexed_scale_shift", f"{_OMNI}:indexed_scale_shift_", False),
     ("gate_residual", "vllm_omni_indexed_gate", f"{_OMNI}:indexed_gate", False),
+    (
+        "gate_residual_norm_modulate",
+        "vllm_omni_indexed_gate_rms_norm_scale_shift",
+        f"{_OMNI}:indexed_gate_rms_norm_scale_shift",
+        False,
+    ),
 ]
+OMNI_CANDIDATES = [(op, name) for op, name, *_ in ENGINE_CANDIDATES if name.startswith("vllm_omni")]
 
 
 @pytest.mark.parametrize("op, name, requirement, cuda_only", ENGINE_CANDIDATES)
 def test_registration_forward_only_in_plain_mode(op, name, requirement, cuda_only):
     c = get_candidate(op, name)
-    assert (c.grads, c.requires, c.cuda_only, c.all_modes, c.mode) == ((), (requirement,), cuda_only, False, "plain")
+    requires = requirement if isinstance(requirement, tuple) else (requirement,)
+    assert (c.grads, c.requires, c.cuda_only, c.all_modes, c.mode) == ((), requires, cuda_only, False, "plain")
 
 
 def test_audit_list_shows_each_with_its_availability():
@@ -65,11 +86,11 @@ def test_audit_list_shows_each_with_its_availability():
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm_omni") is not None, reason="vLLM-Omni is installed here")
 def test_vllm_omni_missing_is_the_reason():
-    for op, name, requirement, _ in ENGINE_CANDIDATES[6:]:
+    for op, name in OMNI_CANDIDATES:
         assert unavailable_reason(get_candidate(op, name), CPU) == "vllm_omni is not installed"
 
 
-@pytest.mark.parametrize("op, name", [(op, name) for op, name, *_ in ENGINE_CANDIDATES[6:]])
+@pytest.mark.parametrize("op, name", OMNI_CANDIDATES)
 def test_vllm_omni_source_says_which_path_its_dispatch_takes(op, name):
     source = get_candidate(op, name).source
     assert source("plain", CPU).endswith("its eager CPU path (the input is_cpu), not the Triton kernel; forward only")
@@ -172,3 +193,16 @@ def test_a_dispatcher_branch_is_read_and_a_case_served_otherwise_fails(tmp_path,
 
     assert standin_h3.indexed_gate_bf16_.__name__ == "indexed_gate_bf16_"  # the wrapping is undone
     adapters.sglang._probed.cache_clear()
+
+
+def test_a_half_failed_import_keeps_its_first_reason(tmp_path):
+    # the package's __init__ imports a submodule, then fails: the submodule stays in sys.modules, so
+    # a second import of it would succeed although the package never imported
+    _tree(tmp_path, {"halfpkg/__init__.py": "from . import part\nimport halfpkg_missing_dependency\n"})
+    _tree(tmp_path, {"halfpkg/part.py": ""})
+    code = "from audit.core.packages import import_problem\nfor _ in range(2): print(import_problem('halfpkg.part'))"
+    env = {"PYTHONPATH": f"{tmp_path}:{REPO}", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    reason = "import halfpkg.part failed: ModuleNotFoundError: No module named 'halfpkg_missing_dependency'"
+    assert done.stdout.splitlines() == [reason, reason]

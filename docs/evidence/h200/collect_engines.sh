@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The rollout engines' MiniMax-H3 kernels on the H200 (issue 22): SGLang 0.5.23 from its own wheelhouse
+# in .whl23 (see engines/README.md), installed into its own target beside nothing else.
+#   bash docs/evidence/h200/collect_engines.sh OUT_DIR [bitwise|prior-art]
+# Writes the machine, what imports, `audit list`, the sinusoid kernel's GPU test, and the bitwise and
+# prior-art reports of norm_modulate, gate_residual and the three new ops, plus adaln_projection with
+# the AdaLN cache candidate; each command's exit status and time go to OUT_DIR/times.txt.
+set -uo pipefail
+out=${1:?output directory}; what=${2:-bitwise}
+mkdir -p "$out"
+[ -d /tmp/site23/sglang ] || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site23 .whl23/*.whl 2>&1 | tail -2
+export PYTHONPATH=/tmp/site23:$PWD PYTHONUNBUFFERED=1 COLUMNS=200
+{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  python3 -c "import torch,sys; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'python', sys.version.split()[0])"
+  python3 -c "import importlib.metadata as m; print('sglang', m.version('sglang'), 'diffusers', m.version('diffusers'))"
+} > "$out/machine.txt" 2>&1
+timed() {  # NAME COMMAND...: run, append its output to OUT/NAME.txt, its exit status and time to times.txt
+  local name=$1; shift; local start=$SECONDS
+  "$@" >> "$out/$name.txt" 2>&1
+  echo "$*: exit $?, $((SECONDS - start)) s" >> "$out/times.txt"
+}
+for module in sglang.kernels.ops.diffusion sglang.multimodal_gen.runtime.models.dits.minimax_h3 \
+  sglang.multimodal_gen.runtime.models.dits.minimax_h3_adaln_cache; do
+  timed imports python3 -c "import $module; print('imported $module')"
+done
+timed list python3 -m audit list --device cuda
+if [ "$what" = bitwise ]; then
+timed cuda_sinusoid python3 -m pytest -q tests/cuda/test_rl_kernel_sinusoid.py
+for op in norm_modulate gate_residual gate_residual_norm_modulate timestep_sinusoid final_adaln_out; do
+  timed run_tables python3 -m audit run --op "$op" --device cuda --out "$out" --timeout 300
+done
+timed run_tables python3 -m audit run --op adaln_projection --mode plain --candidate sglang_adaln_cache \
+  --device cuda --out "$out/h3_bitwise_reuse.adaln_projection.cache.json" --timeout 300
+else
+for op in gate_residual_norm_modulate timestep_sinusoid final_adaln_out; do
+  timed prior_art_tables python3 -m audit prior-art --op "$op" --device cuda --out "$out" --timeout 300
+done
+for op in norm_modulate gate_residual; do
+  timed prior_art_tables python3 -m audit prior-art --op "$op" --device cuda --out "$out/h3_prior_art.$op.quick.json" \
+    --quick --timeout 200
+done
+timed prior_art_tables python3 -m audit prior-art --op adaln_projection --mode plain --candidate sglang_adaln_cache \
+  --quick --device cuda --out "$out/h3_prior_art.adaln_projection.cache.quick.json" --timeout 200
+fi
+python3 -m audit validate "$out"/*.json > "$out/validate.txt" 2>&1
+cat "$out/times.txt" "$out/validate.txt"
