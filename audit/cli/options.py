@@ -155,3 +155,11 @@ HtmlOpt = Annotated[
         "Checked before anything is read.",
     ),
 ]
+JunitOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--junit",
+        help="Also write JUnit XML (ending in .xml): a test case per verdict and per compared cell (candidate × "
+        "case × tensor, stage or step), failing exactly where --fail-on fails. Checked before anything runs.",
+    ),
+]

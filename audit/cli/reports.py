@@ -12,7 +12,15 @@ from rich.markup import escape
 
 from audit.cli import checks
 from audit.cli.app import app, console, err
-from audit.cli.options import AllowDifferentProblemOpt, AllowMissingOpt, Format, FormatOpt, HtmlOpt, MaxSizeOpt
+from audit.cli.options import (
+    AllowDifferentProblemOpt,
+    AllowMissingOpt,
+    Format,
+    FormatOpt,
+    HtmlOpt,
+    JunitOpt,
+    MaxSizeOpt,
+)
 from reports.hints import install_hint
 from reports.io import MAX_REPORT_MB
 from reports.kinds import kind_names
@@ -177,6 +185,7 @@ def diff(
     allow_missing: AllowMissingOpt = None,
     allow_different_problem: AllowDifferentProblemOpt = False,
     max_size: MaxSizeOpt = MAX_REPORT_MB,
+    junit: JunitOpt = None,
 ) -> None:
     """What changed from OLD to NEW, matched by report kind and op: environment (GPU, torch, CUDA,
     libraries, mode variables), what appeared, what was lost (a report, mode, candidate, case or
@@ -185,15 +194,20 @@ def diff(
     reverse improvements, a changed count of differing elements a change, and a change between
     non-repeatable states noise. Prior-art: invariant->not invariant is a regression; latency
     NEW/OLD per size. Exit 0: no regression and nothing lost that --allow-missing does not name;
-    1: a regression or such a loss; 2: unusable input (also reports of different problems)."""
+    1: a regression or such a loss; 2: unusable input (also reports of different problems).
+    --junit: a test case per verdict and comparison of NEW and per change and loss, failing
+    exactly on what makes the exit status 1."""
+    from audit.cli.session import junit_path, write_junit
     from reports.diff import DiffInputError, diff_sets
     from reports.io import ReportError, load_set
     from reports.render import diff_sections, draw_markdown, draw_rich
 
+    junit = junit_path(junit)
     try:
+        later = load_set(new, max_size)
         found = diff_sets(
             load_set(old, max_size),
-            load_set(new, max_size),
+            later,
             old_name=str(old),
             new_name=str(new),
             allow_missing=allow_missing,
@@ -208,6 +222,10 @@ def diff(
         typer.echo(draw_markdown(diff_sections(found)))
     else:
         typer.echo(found.model_dump_json(indent=2))
+    if junit is not None:
+        from reports.junit import junit_xml
+
+        write_junit(junit, junit_xml(list(later.values()), fail_on="regression", diff=found))
     if found.regressed:
         raise typer.Exit(1)
 
