@@ -131,15 +131,17 @@ def load_report(path: Path, max_mb: float = MAX_REPORT_MB) -> Report:
     return parse_report(_decode(Path(path), _read(Path(path), max_mb)), path)
 
 
+def _report_in(path: Path, max_mb: float) -> Report | None:
+    """A directory's ``*.json`` file read as ``load_report`` reads it; None for JSON whose ``kind``
+    is no report kind (benchmark results, ...)."""
+    data = _decode(path, _read(path, max_mb))
+    return parse_report(data, path) if isinstance(data, dict) and data.get("kind") in KINDS else None
+
+
 def _reports_in(directory: Path, max_mb: float) -> list[tuple[Path, Report]]:
-    """The reports among a directory's ``*.json`` files, each read as ``load_report`` reads it;
-    JSON whose ``kind`` is no report kind (benchmark results, ...) is left out."""
-    found = []
-    for path in sorted(directory.glob("*.json")):
-        data = _decode(path, _read(path, max_mb))
-        if isinstance(data, dict) and data.get("kind") in KINDS:
-            found.append((path, parse_report(data, path)))
-    return found
+    """The reports among a directory's ``*.json`` files (``_report_in``)."""
+    found = [(path, _report_in(path, max_mb)) for path in sorted(directory.glob("*.json"))]
+    return [(path, report) for path, report in found if report is not None]
 
 
 def load_set(path: Path, max_mb: float = MAX_REPORT_MB) -> ReportSet:
@@ -167,29 +169,61 @@ def load_set(path: Path, max_mb: float = MAX_REPORT_MB) -> ReportSet:
     return found
 
 
+def load_each(paths: list[Path], max_mb: float = MAX_REPORT_MB) -> tuple[list[tuple[Path, Report]], list[ReportError]]:
+    """Every report in ``paths`` (files, and directories' ``*.json`` files whose ``kind`` is a
+    report kind), each read as ``load_report`` reads it, and one ReportError per file that could not
+    be read or is no valid report (and per directory without a report), so that one bad file does
+    not hide the others. Reports of any kind and with any key may appear together."""
+    found: list[tuple[Path, Report]] = []
+    problems: list[ReportError] = []
+    for path in map(Path, paths):
+        if not path.is_dir():
+            try:
+                found.append((path, load_report(path, max_mb)))
+            except ReportError as exc:
+                problems.append(exc)
+            continue
+        before = len(found)
+        for file in sorted(path.glob("*.json")):
+            try:
+                report = _report_in(file, max_mb)
+            except ReportError as exc:
+                problems.append(exc)
+                continue
+            if report is not None:
+                found.append((file, report))
+        if len(found) == before and not any(p.path.parent == path for p in problems):
+            problems.append(ReportError(path, [("", "no report in this directory")]))
+    return found, problems
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
 
 
-def write_report(path: Path, data: dict) -> Report:
-    """Validate ``data`` and write it to ``path`` atomically (temporary file, fsync, rename), so an
-    interrupted run never leaves a half-written report. The file gets the mode a new file gets
+def write_text(path: Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically (temporary file, fsync, rename), so an
+    interrupted command never leaves a half-written file. The file gets the mode a new file gets
     under the umask (0644 under the usual 022), not the temporary file's 0600."""
-    report = parse_report(data, path)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w") as f:
-            f.write(report.model_dump_json(indent=2))
-            f.write("\n")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_report(path: Path, data: dict) -> Report:
+    """Validate ``data`` and write it to ``path`` atomically (``write_text``)."""
+    report = parse_report(data, path)
+    write_text(path, report.model_dump_json(indent=2) + "\n")
     return report

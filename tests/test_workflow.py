@@ -32,6 +32,8 @@ def test_workflow_has_a_cpu_and_a_self_hosted_gpu_job():
     assert "gpu" in doc["jobs"]["gpu-audit"]["runs-on"] and "self-hosted" in doc["jobs"]["gpu-audit"]["runs-on"]
     uploads = [s for s in doc["jobs"]["gpu-audit"]["steps"] if "upload-artifact" in s.get("uses", "")]
     assert uploads and uploads[0]["with"]["path"].endswith(".json")
+    paths = [s["with"]["path"] for s in uploads]
+    assert "audit-report.html" in paths and "junit/*.xml" in paths
 
 
 def test_every_audit_command_in_the_workflow_parses():
@@ -47,11 +49,12 @@ def test_every_audit_command_in_the_workflow_parses():
 def on_cpu(args: list[str], reports: Path) -> list[list[str]]:
     """The CPU, tiny-case form of one workflow command (one per report for a ``"$f"`` loop)."""
     args = ["cpu" if a == "cuda" else a for a in args]
+    args = [str(reports.parent / Path(a).name) if a.endswith((".xml", ".html")) else a for a in args]  # artifacts
     if "--baseline" in args:  # the gate against the H200 reports is not a CPU question: against this run's own
         at = args.index("--baseline")
         args = args[:at] + args[at + 2 :]
         args = [a for i, a in enumerate(args) if a != "--fail-on" and (i == 0 or args[i - 1] != "--fail-on")]
-    if args[0] == "diff":
+    if args[0] in ("diff", "report"):
         args = [str(reports) if a == "audit-reports" else a for a in args]
     if args[0] in ("run", "prior-art"):
         args = ["gate_residual" if a == "all" else str(reports) if a == "audit-reports" else a for a in args]
@@ -77,7 +80,8 @@ def test_every_audit_command_in_the_workflow_runs_on_the_cpu(tmp_path):
             ran.append(cpu_args[0])
             if cpu_args[0] == "run":  # the progress bar says what it counts and how long is left
                 assert "candidate × case" in result.stderr and "ETA" in result.stderr
-    assert ran == ["env", "list", "run", "prior-art", "validate", "diff", "show", "show"]
+    assert ran == ["env", "list", "run", "prior-art", "validate", "diff", "show", "show", "report"]
+    assert {p.name for p in tmp_path.iterdir()} >= {"run.xml", "prior-art.xml", "audit-report.html"}
     assert sorted(p.name for p in reports.iterdir()) == [
         "h3_bitwise_reuse.gate_residual.json",
         "h3_prior_art.gate_residual.json",

@@ -19,6 +19,7 @@ from audit.cli.options import (
     EnvOpt,
     FailOnOpt,
     InheritEnvOpt,
+    JunitOpt,
     MaxSizeOpt,
     ModeEnvOpt,
     OutOpt,
@@ -26,7 +27,7 @@ from audit.cli.options import (
     TimeoutOpt,
 )
 from audit.cli.sdpa import AttentionOpt, DeterministicOpt, setting
-from audit.cli.session import Work, execute, gate_for, report_paths
+from audit.cli.session import Work, execute, gate_for, junit_path, report_paths
 from modes import MODES
 from reports.io import MAX_REPORT_MB
 
@@ -119,6 +120,7 @@ def chain(
     quiet: QuietOpt = False,
     baseline: BaselineOpt = None,
     fail_on: FailOnOpt = None,
+    junit: JunitOpt = None,
     allow_missing: AllowMissingOpt = None,
     max_size: MaxSizeOpt = MAX_REPORT_MB,
     allow_different_problem: AllowDifferentProblemOpt = False,
@@ -139,6 +141,7 @@ def chain(
     checks.load_adapters()
     modes = checks.modes(mode or ["plain"], envs)
     path = report_paths(out, [OP], KIND)[OP]
+    junit = junit_path(junit)
     job = chain_job(
         candidate=candidate,
         length=length,
@@ -169,4 +172,4 @@ def chain(
         found, recorded = run_modes(job, modes, timeout=timeout, environments=envs, inherit=inherit, advance=advance)
         return chain_report(job, found, recorded)
 
-    execute([Work(OP, len(modes), path, compute)], unit="mode", gate=gate, quiet=quiet)
+    execute([Work(OP, len(modes), path, compute)], unit="mode", gate=gate, quiet=quiet, junit=junit)

@@ -147,3 +147,19 @@ MaxSizeOpt = Annotated[
     float,
     typer.Option("--max-size", min=0.001, help=f"Largest report file to read, in MB (default {MAX_REPORT_MB:g})."),
 ]
+HtmlOpt = Annotated[
+    Path,
+    typer.Option(
+        "--html",
+        help="The HTML file to write (ending in .html): one self-contained page, no network needed. "
+        "Checked before anything is read.",
+    ),
+]
+JunitOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--junit",
+        help="Also write JUnit XML (ending in .xml): a test case per verdict and per compared cell (candidate × "
+        "case × tensor, stage or step), failing exactly where --fail-on fails. Checked before anything runs.",
+    ),
+]

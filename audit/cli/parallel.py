@@ -17,12 +17,13 @@ from audit.cli.options import (
     DeviceOpt,
     FailOnOpt,
     InheritEnvOpt,
+    JunitOpt,
     MaxSizeOpt,
     OutOpt,
     QuietOpt,
     TimeoutOpt,
 )
-from audit.cli.session import Work, execute, gate_for, report_paths
+from audit.cli.session import Work, execute, gate_for, junit_path, report_paths
 from audit.core.names import LAYOUT_NAMES, OP_NAMES
 from reports.io import MAX_REPORT_MB
 
@@ -81,6 +82,7 @@ def parallel(
     quiet: QuietOpt = False,
     baseline: BaselineOpt = None,
     fail_on: FailOnOpt = None,
+    junit: JunitOpt = None,
     allow_missing: AllowMissingOpt = None,
     max_size: MaxSizeOpt = MAX_REPORT_MB,
 ) -> None:
@@ -103,6 +105,7 @@ def parallel(
     chosen = checks.cases(case)
     name = f"{op}.{layout}"
     path = report_paths(out, [name], KIND)[name]
+    junit = junit_path(junit)
     inherit = checks.inherited(inherit_env)
     gate = gate_for(
         baseline,
@@ -136,6 +139,7 @@ def parallel(
         unit="candidate",
         gate=gate,
         quiet=quiet,
+        junit=junit,
     )
 
 

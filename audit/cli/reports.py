@@ -12,7 +12,15 @@ from rich.markup import escape
 
 from audit.cli import checks
 from audit.cli.app import app, console, err
-from audit.cli.options import AllowDifferentProblemOpt, AllowMissingOpt, Format, FormatOpt, MaxSizeOpt
+from audit.cli.options import (
+    AllowDifferentProblemOpt,
+    AllowMissingOpt,
+    Format,
+    FormatOpt,
+    HtmlOpt,
+    JunitOpt,
+    MaxSizeOpt,
+)
 from reports.hints import install_hint
 from reports.io import MAX_REPORT_MB
 from reports.kinds import kind_names
@@ -100,6 +108,76 @@ def show(
 
 
 @app.command()
+def report(
+    paths: Annotated[list[Path], typer.Argument(help="Report files or directories of reports, of any kinds.")],
+    html: HtmlOpt,
+    baseline: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--baseline", help="Reports (a file or a directory) to diff PATHs against; the page shows the diff."
+        ),
+    ] = None,
+    max_size: MaxSizeOpt = MAX_REPORT_MB,
+) -> None:
+    """Write one self-contained HTML page of reports of any kinds: the verdicts first, then per
+    report a grid of every comparison by case (or stage, step), coloured as the verdicts are
+    decided, the detail tables (a click on a comparison shows its counts, ULP histogram, first
+    differing index and repeatability), the chain's and trajectory's drift per stage or step and
+    the environment; with --baseline, the diff. Tables sort and filter in the page. A PATH that
+    cannot be read is named on stderr and in the page, the others are drawn, and the exit status is
+    2; so is an unusable --html or --baseline, before anything is read. Exit 3: the page could not
+    be written."""
+    from audit.cli.paths import OutputPathError, file_target
+    from audit.cli.session import WRITE_FAILED
+    from reports.diff import DiffInputError, diff_sets
+    from reports.html import render_html
+    from reports.io import ReportError, load_each, load_set, write_text
+
+    try:
+        target = file_target(html, ".html")
+    except OutputPathError as exc:
+        raise checks.usage_error(f"--html: {exc}") from None
+    try:
+        old = load_set(baseline, max_size) if baseline is not None else None
+    except ReportError as exc:
+        raise checks.usage_error(f"--baseline: {exc}") from None
+    loaded, problems = load_each(paths, max_size)
+    for problem in problems:
+        err.print(f"[red]not rendered: {escape(str(problem))}[/]")
+    if not loaded:
+        raise checks.usage_error("no readable report among " + ", ".join(map(str, paths)))
+    found = None
+    if old is not None:
+        try:
+            found = diff_sets(old, _one_per_key(loaded), old_name=str(baseline), new_name=", ".join(map(str, paths)))
+        except DiffInputError as exc:
+            raise checks.usage_error(f"--baseline: {exc}") from None
+    try:
+        write_text(target, render_html(loaded, unreadable=[str(p) for p in problems], diff=found))
+    except OSError as exc:
+        err.print(f"[red]error: cannot write {escape(str(target))}: {escape(exc.strerror or str(exc))}[/]")
+        raise typer.Exit(WRITE_FAILED)
+    console.print(f"wrote {escape(str(target))}: {len(loaded)} report{'s' if len(loaded) != 1 else ''}")
+    if problems:
+        raise typer.Exit(2)
+
+
+def _one_per_key(loaded: list) -> dict:
+    """The reports as a set for ``reports.diff``; two with one key (kind, op, ...) are a usage error."""
+    from reports.kinds import kind_of
+
+    found: dict = {}
+    for path, report in loaded:
+        key = kind_of(report).key(report.root)
+        if key in found:
+            raise checks.usage_error(
+                f"--baseline: {found[key][0]} and {path} are both {key[0]} reports for {key[1]}: give one of them"
+            )
+        found[key] = (path, report)
+    return found
+
+
+@app.command()
 def diff(
     old: Annotated[Path, typer.Argument(help="Earlier reports: a file or a directory.")],
     new: Annotated[Path, typer.Argument(help="Later reports of the same kind: a file or a directory.")],
@@ -107,6 +185,7 @@ def diff(
     allow_missing: AllowMissingOpt = None,
     allow_different_problem: AllowDifferentProblemOpt = False,
     max_size: MaxSizeOpt = MAX_REPORT_MB,
+    junit: JunitOpt = None,
 ) -> None:
     """What changed from OLD to NEW, matched by report kind and op: environment (GPU, torch, CUDA,
     libraries, mode variables), what appeared, what was lost (a report, mode, candidate, case or
@@ -115,15 +194,20 @@ def diff(
     reverse improvements, a changed count of differing elements a change, and a change between
     non-repeatable states noise. Prior-art: invariant->not invariant is a regression; latency
     NEW/OLD per size. Exit 0: no regression and nothing lost that --allow-missing does not name;
-    1: a regression or such a loss; 2: unusable input (also reports of different problems)."""
+    1: a regression or such a loss; 2: unusable input (also reports of different problems).
+    --junit: a test case per verdict and comparison of NEW and per change and loss, failing
+    exactly on what makes the exit status 1."""
+    from audit.cli.session import junit_path, write_junit
     from reports.diff import DiffInputError, diff_sets
     from reports.io import ReportError, load_set
     from reports.render import diff_sections, draw_markdown, draw_rich
 
+    junit = junit_path(junit)
     try:
+        later = load_set(new, max_size)
         found = diff_sets(
             load_set(old, max_size),
-            load_set(new, max_size),
+            later,
             old_name=str(old),
             new_name=str(new),
             allow_missing=allow_missing,
@@ -138,6 +222,10 @@ def diff(
         typer.echo(draw_markdown(diff_sections(found)))
     else:
         typer.echo(found.model_dump_json(indent=2))
+    if junit is not None:
+        from reports.junit import junit_xml
+
+        write_junit(junit, junit_xml(list(later.values()), fail_on="regression", diff=found))
     if found.regressed:
         raise typer.Exit(1)
 

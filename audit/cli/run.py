@@ -21,6 +21,7 @@ from audit.cli.options import (
     EnvOpt,
     FailOnOpt,
     InheritEnvOpt,
+    JunitOpt,
     MaxSizeOpt,
     ModeEnvOpt,
     ModeOpt,
@@ -30,7 +31,7 @@ from audit.cli.options import (
     TimeoutOpt,
 )
 from reports.io import MAX_REPORT_MB
-from audit.cli.session import Work, execute, gate_for, report_paths
+from audit.cli.session import Work, execute, gate_for, junit_path, report_paths
 
 
 def _works(plans, paths: dict[str, Path], timeout: float) -> list[Work]:
@@ -78,6 +79,7 @@ def run(
     ] = 2,
     baseline: BaselineOpt = None,
     fail_on: FailOnOpt = None,
+    junit: JunitOpt = None,
     allow_missing: AllowMissingOpt = None,
     max_size: MaxSizeOpt = MAX_REPORT_MB,
     config: ConfigOpt = None,
@@ -97,6 +99,7 @@ def run(
     ops = checks.selection(op, mode, candidate, envs)
     chosen = checks.cases(case)
     paths = report_paths(out, ops, BITWISE.kind)
+    junit = junit_path(junit)
     inherit = checks.inherited(inherit_env)
     dev = checks.device(device)
     plans = []
@@ -128,7 +131,7 @@ def run(
     )
     if dev.type == "cpu" and not case:
         err.print("[dim]CPU device: using each op's CPU cases (pass --case to choose).[/]")
-    execute(works, unit="candidate × case", gate=gate, quiet=quiet)
+    execute(works, unit="candidate × case", gate=gate, quiet=quiet, junit=junit)
 
 
 @app.command("prior-art")
@@ -154,6 +157,7 @@ def prior_art(
     quiet: QuietOpt = False,
     baseline: BaselineOpt = None,
     fail_on: FailOnOpt = None,
+    junit: JunitOpt = None,
     allow_missing: AllowMissingOpt = None,
     max_size: MaxSizeOpt = MAX_REPORT_MB,
     config: ConfigOpt = None,
@@ -172,6 +176,7 @@ def prior_art(
     envs = checks.environments(config, env, mode_env)
     ops = checks.selection(op, mode, candidate, envs)
     paths = report_paths(out, ops, PRIOR_ART.kind)
+    junit = junit_path(junit)
     inherit = checks.inherited(inherit_env)
     commit = _use_megatron_src(megatron_src)
     dev = checks.device(device)
@@ -202,7 +207,7 @@ def prior_art(
         allow_missing=allow_missing,
         max_size=max_size,
     )
-    execute(works, unit="candidate × check", gate=gate, quiet=quiet)
+    execute(works, unit="candidate × check", gate=gate, quiet=quiet, junit=junit)
 
 
 def _use_megatron_src(path: Optional[Path]) -> Optional[str]:

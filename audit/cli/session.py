@@ -2,19 +2,20 @@
 ``parallel``): the same checks first, then the same progress, signals, writes, summary and gate.
 
 Contract:
-- Before any work: ``report_paths`` checks ``--out`` and ``gate_for`` loads ``--baseline``; a
-  problem with either is one line and exit 2, and so is a baseline of a different problem
-  (``reports.diff``) where the command gives its settings (``chain``); otherwise that is found after
-  the run: one line and exit 2, the reports written.
+- Before any work: ``report_paths`` checks ``--out``, ``junit_path`` checks ``--junit`` and
+  ``gate_for`` loads ``--baseline``; a problem with any is one line and exit 2, and so is a
+  baseline of a different problem (``reports.diff``) where the command gives its settings
+  (``chain``); otherwise that is found after the run: one line and exit 2, the reports written.
 - ``execute`` computes each ``Work`` under one progress bar (units, elapsed time, ETA), writes its
   report atomically as soon as it is done, then prints the reports (unless quiet), one "wrote"
   line each, the diff against the baseline, the closing summary (one line per report with its
-  verdict counts, a recap across reports, the diff's counts), and exits 1 when the gate fails
+  verdict counts, a recap across reports, the diff's counts), writes the JUnit file when asked
+  (``reports.junit``: its failures are the gate's), and exits 1 when the gate fails
   (``reports.diff.gate``), one line per reason, each naming the first failing comparison.
 - Ctrl-C and SIGTERM stop the workers (``audit.parent.launch`` kills every process they started
   and removes its temporary directories), name the reports already written and exit 130 or 143.
-  A report that cannot be written (disk full, a read-only file system) is one line naming the path
-  and the error, exit 3; what was written before stays.
+  A report or JUnit file that cannot be written (disk full, a read-only file system) is one line
+  naming the path and the error, exit 3; what was written before stays.
 """
 
 from __future__ import annotations
@@ -68,6 +69,32 @@ def report_paths(out: Optional[Path], names: list[str], kind: str) -> dict[str, 
         return paths(out, names, kind)
     except OutputPathError as exc:
         raise usage_error(f"--out: {exc}") from None
+
+
+def junit_path(junit: Optional[Path]) -> Optional[Path]:
+    """The file ``--junit`` names (``audit.cli.paths.file_target``, ``.xml``); an unusable one is a
+    usage error."""
+    from audit.cli.paths import OutputPathError, file_target
+
+    if junit is None:
+        return None
+    try:
+        return file_target(junit, ".xml")
+    except OutputPathError as exc:
+        raise usage_error(f"--junit: {exc}") from None
+
+
+def write_junit(path: Path, text: str) -> None:
+    """Write the JUnit file atomically and say so on stderr (stdout may be a JSON document); a write
+    error is one line and exit 3."""
+    from reports.io import write_text
+
+    try:
+        write_text(path, text)
+    except OSError as exc:
+        err.print(f"[red]error: cannot write {escape(str(path))}: {escape(exc.strerror or str(exc))}[/]")
+        raise typer.Exit(WRITE_FAILED)
+    err.print(f"wrote {escape(str(path))}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,8 +180,9 @@ class Work:
     compute: Callable[[Advance], dict]
 
 
-def execute(works: list[Work], *, unit: str, gate: Gate, quiet: bool) -> None:
-    """Compute, write, print and gate ``works`` as the module says."""
+def execute(works: list[Work], *, unit: str, gate: Gate, quiet: bool, junit: Optional[Path] = None) -> None:
+    """Compute, write, print and gate ``works`` as the module says; ``junit``: the checked
+    ``--junit`` file (``junit_path``)."""
     from reports.diff import DiffInputError
     from reports.diff import gate as decide
     from reports.render import diff_sections, draw_rich, print_report
@@ -199,6 +227,10 @@ def execute(works: list[Work], *, unit: str, gate: Gate, quiet: bool) -> None:
     if diff is not None:
         console.print(draw_rich(diff_sections(diff)))
     _summarise(reports, diff)
+    if junit is not None:
+        from reports.junit import junit_xml
+
+        write_junit(junit, junit_xml(written, fail_on=gate.fail_on, diff=diff, requested=gate.requested))
     if failures:
         for why in failures:
             err.print(f"[red]--fail-on {gate.fail_on}: {escape(why)}[/]")

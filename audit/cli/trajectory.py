@@ -28,6 +28,7 @@ from audit.cli.options import (
     EnvOpt,
     FailOnOpt,
     InheritEnvOpt,
+    JunitOpt,
     MaxSizeOpt,
     ModeEnvOpt,
     OutOpt,
@@ -35,7 +36,7 @@ from audit.cli.options import (
     TimeoutOpt,
 )
 from audit.cli.sdpa import AttentionOpt, DeterministicOpt
-from audit.cli.session import Work, execute, gate_for, report_paths
+from audit.cli.session import Work, execute, gate_for, junit_path, report_paths
 from reports.io import MAX_REPORT_MB
 
 
@@ -64,6 +65,7 @@ def trajectory(
     quiet: QuietOpt = False,
     baseline: BaselineOpt = None,
     fail_on: FailOnOpt = None,
+    junit: JunitOpt = None,
     allow_missing: AllowMissingOpt = None,
     max_size: MaxSizeOpt = MAX_REPORT_MB,
     allow_different_problem: AllowDifferentProblemOpt = False,
@@ -84,6 +86,8 @@ def trajectory(
     from reports.trajectory import settings
 
     path = report_paths(out, [OP], KIND)[OP]
+
+    junit = junit_path(junit)
     if steps < 1:
         raise checks.usage_error(f"--steps must be at least 1, got {steps}")
     envs = checks.environments(config, env, mode_env)
@@ -121,4 +125,4 @@ def trajectory(
         )
         return trajectory_report(job, found, recorded)
 
-    execute([Work(OP, len(modes), path, compute)], unit="mode", gate=gate, quiet=quiet)
+    execute([Work(OP, len(modes), path, compute)], unit="mode", gate=gate, quiet=quiet, junit=junit)
