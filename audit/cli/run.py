@@ -76,6 +76,16 @@ def run(
             "runs differ is marked not repeatable (nondeterministic). 1 turns the check off.",
         ),
     ] = 2,
+    kernels: Annotated[
+        bool,
+        typer.Option(
+            "--kernels/--no-kernels",
+            help="Take kernel fingerprints: every candidate evaluates each case once more under torch.profiler, "
+            "apart from the compared evaluations, and the report records the CUDA kernels (on a CPU, the "
+            "operators) of its forward and backward pass (audit show --kernels). The compared bits do not "
+            "depend on it. Where the profiler is missing or fails, the report says so and the run goes on.",
+        ),
+    ] = True,
     baseline: BaselineOpt = None,
     fail_on: FailOnOpt = None,
     allow_missing: AllowMissingOpt = None,
@@ -114,6 +124,7 @@ def run(
                 inherit_env=inherit,
                 environments=envs,
                 repeats=repeats,
+                kernels=kernels,
             )
         )
     works = _works(plans, paths, timeout)

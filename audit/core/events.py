@@ -72,6 +72,16 @@ class Done:
 
 
 @dataclass(frozen=True)
+class Kernels:
+    """What one extra, profiled evaluation of ``candidate`` on ``unit`` ran
+    (``audit.core.kernels.fingerprint``), or ``{"unavailable": why}`` when it could not be profiled."""
+
+    candidate: str
+    unit: Any
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Failed:
     candidate: str
     unit: Any
@@ -91,7 +101,19 @@ class Finished:
 
 
 Event = Union[
-    Interpreter, ModeOn, ModeUnavailable, Unavailable, Source, Inputs, Drawing, Start, Done, Failed, Crashed, Finished
+    Interpreter,
+    ModeOn,
+    ModeUnavailable,
+    Unavailable,
+    Source,
+    Inputs,
+    Drawing,
+    Start,
+    Kernels,
+    Done,
+    Failed,
+    Crashed,
+    Finished,
 ]
 Emit = Callable[[Event], None]
 _BY_NAME = {cls.__name__: cls for cls in Event.__args__}
@@ -114,7 +136,8 @@ class Job:
     """What the runner asks one mode worker to do: run ``work`` (``"module:function"``, called as
     ``function(job, op, mode, device, runnable, emit)``) for ``candidates`` over ``units`` under
     ``mode``, skipping the (candidate, unit) pairs in ``skip``; events go to file descriptor
-    ``events_fd``. ``repeats`` is the bitwise task's, ``sizes`` the prior-art task's."""
+    ``events_fd``. ``repeats`` and ``kernels`` (take kernel fingerprints) are the bitwise task's,
+    ``sizes`` the prior-art task's."""
 
     task: str
     work: str
@@ -128,6 +151,7 @@ class Job:
     skip: list = dataclasses.field(default_factory=list)
     events_fd: int = -1
     repeats: int = 1
+    kernels: bool = False
     sizes: dict | None = None
 
     def to_json(self) -> str:

@@ -6,6 +6,10 @@ same inputs and the same upstream gradient; a tensor is repeatable when all N ru
 bits. A comparison is repeatable only when both sides are, so a non-repeatable difference (a
 nondeterministic kernel) is told apart from a stable one.
 
+With ``kernels`` on, every candidate that computed a case evaluates it once more under the
+profiler (``audit.core.kernels``), after the compared evaluations and apart from them, and sends
+the kernels it ran (``Kernels``) before its comparisons (``Done``).
+
 References' tensors, and how repeatable they were, are kept on disk (safetensors and JSON) so that
 other modes' processes compare with the very tensors plain mode computed.
 """
@@ -23,9 +27,11 @@ from modes import Mode
 
 from audit.core.candidates import Candidate
 from audit.core.compare import compare, count_differ
-from audit.core.events import Done, Drawing, Emit, Failed, Inputs, Job, Start
+from audit.core.events import Done, Drawing, Emit, Failed, Inputs, Job, Kernels, Start
 from audit.core.evaluate import Result, evaluate
 from audit.core.inputs import draw_grad_out, draw_inputs, fingerprint
+from audit.core.kernels import fingerprint as kernel_fingerprint
+from audit.core.kernels import profiler_problem
 from audit.core.ops import OpSpec
 from audit.core.packages import error_text
 
@@ -158,11 +164,26 @@ def _against_references(
     return vs
 
 
+def kernels_of(
+    c: Candidate, op: OpSpec, inputs: dict[str, torch.Tensor], grad_out: torch.Tensor, device: torch.device
+) -> dict:
+    """``c``'s kernel fingerprint on these inputs, or ``{"unavailable": why}`` when the profiler is
+    missing or the profiled evaluation raised."""
+    problem = profiler_problem()
+    if problem is None:
+        try:
+            return kernel_fingerprint(c, op, inputs, grad_out, device)
+        except Exception as exc:
+            problem = f"the profiled evaluation failed: {error_text(exc)}"
+    return {"unavailable": f"no kernel fingerprint: {problem}"}
+
+
 def run_bitwise(
     job: Job, op: OpSpec, mode: Mode, device: torch.device, runnable: list[tuple[str, Candidate]], emit: Emit
 ) -> None:
-    """Events: ``Drawing`` and ``Inputs`` (the case's fingerprint) per case, ``Start``, then ``Done``
-    (``data``: reference -> comparison) or ``Failed`` per candidate and case."""
+    """Events: ``Drawing`` and ``Inputs`` (the case's fingerprint) per case, ``Start``, then per
+    candidate and case ``Kernels`` (with ``job.kernels``) and ``Done`` (``data``: reference ->
+    comparison), or ``Failed``."""
     store = ReferenceStore(Path(job.reference_dir), device, job.references)
     references, skip, repeats = job.references, {tuple(x) for x in job.skip}, job.repeats
     for case in job.units:
@@ -200,6 +221,8 @@ def run_bitwise(
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
                 continue
+            if job.kernels:
+                emit(Kernels(name, case, kernels_of(c, op, inputs, grad_out, device)))
             vs = _against_references(op, store, case=case, name=name, evaluated=(result, reps), emit=emit)
             emit(Done(name, case, vs))
             del result, reps
