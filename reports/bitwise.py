@@ -27,7 +27,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
-from .changes import OpDiff, State, availability, compare_tensors, reason, state, worst
+from .changes import OpDiff, State, availability, compare_tensors, kernel_changes, reason, state, worst
 from .schema import (
     CaseComparison,
     CaseKey,
@@ -365,7 +365,8 @@ def _state_where(report: BitwiseReport, *, name: str | None = None, case: str | 
 def diff(old: BitwiseReport, new: BitwiseReport, found: OpDiff) -> None:
     """Candidates and cases that appeared; what was lost (a candidate, a case, a comparison, a case
     of one comparison, a tensor of one case); per candidate, reference, case and tensor,
-    availability and state changes; which side's repeatability is unknown."""
+    availability and state changes; which side's repeatability is unknown; per candidate that
+    runs on both sides, case and pass, a kernel change where both sides have fingerprints."""
     found.appeared += [f"candidate {n}" for n in new.results if n not in old.results]
     found.appeared += [f"case {c}" for c in new.cases if c not in old.cases]
     for name, result in old.results.items():
@@ -379,6 +380,7 @@ def diff(old: BitwiseReport, new: BitwiseReport, found: OpDiff) -> None:
     for name in (n for n in new.results if n in old.results):
         o, n = old.results[name], new.results[name]
         found.changes += availability(reason(o), reason(n), now=_state_where(new, name=name), candidate=name)
+        found.changes += kernel_changes(kernels_by_case(old, name), kernels_by_case(new, name), candidate=name)
     unknown = {"old": False, "new": False}
     running = [n for n in new.results if not isinstance(new.results[n], Unavailable)]
     for name, ref, old_cases in pairs(old):

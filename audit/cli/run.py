@@ -19,6 +19,7 @@ from audit.cli.options import (
     Device,
     DeviceOpt,
     EnvOpt,
+    FailOn,
     FailOnOpt,
     InheritEnvOpt,
     MaxSizeOpt,
@@ -103,6 +104,8 @@ def run(
     from audit.parent.runner import plan
     from audit.parent.tasks import BITWISE
 
+    if not kernels and fail_on is FailOn.kernel_change:
+        raise checks.usage_error("--fail-on kernel-change needs this run's kernel fingerprints: drop --no-kernels")
     envs = checks.environments(config, env, mode_env)
     ops = checks.selection(op, mode, candidate, envs)
     chosen = checks.cases(case)

@@ -58,3 +58,61 @@ def test_a_failing_profiler_is_reported_and_the_run_goes_on(tmp_path):
     assert entry["vs rl_kernel"]["1"]["out"][0]["equal"]  # compared all the same
     shown = audit("show", "--kernels", str(next((tmp_path / "run").glob("*.json"))))
     assert "the profiled evaluation failed" in shown.stdout
+
+
+SWITCH = "tests.plugins.kernel_switch"
+
+
+def _switch_run(tmp_path, name: str, impl: str, *args: str):
+    env = {"AUDIT_PLUGINS": SWITCH, "KERNEL_SWITCH_IMPL": impl}
+    out = tmp_path / name
+    r = audit(
+        "run", "--device", "cpu", "--op", "gate_residual", "--case", "1", "--candidate", "kernel_switch",
+        "-q", "--out", str(out), *args, env=env,
+    )  # fmt: skip
+    return out, r
+
+
+def test_equal_bits_through_other_operators_are_a_kernel_change_and_the_gate_fails_on_it(tmp_path):
+    add, r = _switch_run(tmp_path, "add", "add")
+    assert r.returncode == 0, r.stderr
+    sub_neg, r = _switch_run(tmp_path, "sub_neg", "sub_neg")
+    assert r.returncode == 0, r.stderr
+    for path in (add, sub_neg):  # bitwise equal to both references, output and gradients
+        entry = json.loads(next(path.glob("*.json")).read_text())["results"]["kernel_switch"]
+        cmps = [
+            c
+            for ref in ("vs diffusers", "vs rl_kernel")
+            for c in (*entry[ref]["1"]["out"], *entry[ref]["1"]["grads"].values())
+        ]
+        assert len(cmps) == 8 and all(c["equal"] for c in cmps)
+
+    found = json.loads(audit("diff", "-f", "json", str(add), str(sub_neg)).stdout)
+    assert found["counts"]["kernel change"] == 2 and found["counts"]["regression"] == 0 and not found["regressed"]
+    changes = {c["tensor"]: c for c in found["ops"][0]["changes"] if c["kind"] == "kernel change"}
+    assert changes["forward"]["candidate"] == "kernel_switch" and changes["forward"]["case"] == "1"
+    assert changes["forward"]["old"] == "1× aten::add" and changes["forward"]["new"] == "1× aten::neg, 1× aten::sub"
+    assert "AddBackward0" in changes["backward"]["old"] and "SubBackward0" in changes["backward"]["new"]
+    table = audit("diff", str(add), str(sub_neg))
+    assert table.returncode == 0 and "kernel change" in table.stdout and "2 kernel changes" in table.stdout
+    assert json.loads(audit("diff", "-f", "json", str(add), str(add)).stdout)["counts"]["kernel change"] == 0
+
+    _, gated = _switch_run(tmp_path, "gated", "sub_neg", "--baseline", str(add), "--fail-on", "kernel-change")
+    assert gated.returncode == 1, gated.stderr
+    assert "2 kernel changes; first: gate_residual: kernel_switch case 1, forward: 1× aten::add -> " in gated.stderr
+    _, same = _switch_run(tmp_path, "same", "add", "--baseline", str(add), "--fail-on", "kernel-change")
+    assert same.returncode == 0, same.stderr
+
+
+def test_fail_on_kernel_change_needs_a_baseline_with_fingerprints(tmp_path):
+    bare, r = _switch_run(tmp_path, "bare", "add", "--no-kernels")
+    assert r.returncode == 0, r.stderr
+    cases = [
+        (("--baseline", str(bare), "--fail-on", "kernel-change"), "the baseline has no kernel fingerprints"),
+        (("--fail-on", "kernel-change"), "--fail-on kernel-change needs --baseline"),
+        (("--baseline", str(bare), "--fail-on", "kernel-change", "--no-kernels"), "drop --no-kernels"),
+    ]
+    for args, why in cases:
+        _, r = _switch_run(tmp_path, "refused", "add", *args)
+        assert r.returncode == 2 and why in r.stderr, (args, r.stderr)
+        assert not (tmp_path / "refused").exists()  # refused before any work
