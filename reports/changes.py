@@ -136,6 +136,11 @@ def _env_fields(env: Environment) -> dict[str, str]:
     fields = {k: json.dumps(getattr(env, k)) for k in ("gpu", "capability", "torch", "cuda", "python", "tf32")}
     fields |= {f"libraries.{k}": json.dumps(v) for k, v in env.libraries.items()}
     fields |= {f"mode_environment.{m}": json.dumps(v, sort_keys=True) for m, v in env.mode_environment.items()}
+    fields |= {
+        f"dispatch.{m}.{k}": json.dumps(v, sort_keys=True)
+        for m, switches in (env.dispatch or {}).items()
+        for k, v in switches.model_dump().items()
+    }
     return fields
 
 

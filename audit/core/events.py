@@ -29,6 +29,13 @@ class ModeOn:
 
 
 @dataclass(frozen=True)
+class Dispatch:
+    """The process's dispatch switches with its mode on (``audit.core.dispatch.switches``)."""
+
+    switches: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class ModeUnavailable:
     reason: str
 
@@ -103,6 +110,7 @@ class Finished:
 Event = Union[
     Interpreter,
     ModeOn,
+    Dispatch,
     ModeUnavailable,
     Unavailable,
     Source,

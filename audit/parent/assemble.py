@@ -38,6 +38,7 @@ def _header(p: Plan, outcome: Outcome) -> dict:
             {m: outcome.environments[m] for m in p.by_mode},
             outcome.tf32,
             {m: outcome.interpreters[m] for m in p.by_mode if m in outcome.interpreters},
+            {m: outcome.dispatch[m] for m in p.by_mode if m in outcome.dispatch},
         ),
     )
 

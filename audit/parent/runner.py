@@ -21,6 +21,7 @@ import torch
 from audit.core.candidates import Candidate, candidates_for
 from audit.core.events import (
     Crashed,
+    Dispatch,
     Done,
     Drawing,
     Failed,
@@ -110,6 +111,7 @@ class Outcome:
     environments: dict[str, dict[str, str]] = field(default_factory=dict)  # mode -> its numerics variables
     interpreters: dict[str, dict] = field(default_factory=dict)  # mode -> the interpreter its worker reported
     kernels: dict[str, dict[str, dict]] = field(default_factory=dict)  # report name -> case -> fingerprint
+    dispatch: dict[str, dict] = field(default_factory=dict)  # mode -> its process's dispatch switches
     tf32: bool = False
     done: set[tuple[str, object]] = field(default_factory=set)  # (report name, unit)
 
@@ -191,6 +193,8 @@ class _ModeRun:
             case ModeOn(description, tf32):
                 outcome.tf32 |= tf32
                 outcome.modes[mode] = {"description": description}
+            case Dispatch(found):
+                outcome.dispatch[mode] = found
             case ModeUnavailable(reason):
                 outcome.modes[mode] = {"unavailable": reason}
                 self.give_up_all(reason)

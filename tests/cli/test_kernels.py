@@ -45,6 +45,8 @@ def test_a_cpu_run_records_each_phases_operators(tmp_path):
     backward = {names[i]: n for i, n in prints["backward"]}
     assert {"aten::mul", "aten::add", "aten::index_select"} <= forward.keys()
     assert "AddBackward0" in backward and "AddBackward0" not in forward  # the phases are apart
+    switches = report["environment"]["dispatch"]["plain"]
+    assert switches["cublas"] == "unavailable: CPU device" and switches["decisions"] == {}
 
 
 def test_a_failing_profiler_is_reported_and_the_run_goes_on(tmp_path):
