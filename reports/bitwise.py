@@ -99,6 +99,7 @@ class BitwiseCandidate(BaseModel):
 class BitwiseReport(ReportBase):
     kind: Literal["h3_bitwise_reuse"]
     environment: Environment
+    contention: bool | None = None  # true: every repeat ran under competing GPU load (--contention)
     cases: list[int]
     inputs_sha256: dict[CaseKey, str] | None = None
     kernel_names: list[str] | None = None
@@ -106,7 +107,7 @@ class BitwiseReport(ReportBase):
 
     @model_serializer(mode="wrap")
     def _drop_absent_fingerprints(self, handler):
-        return without_none(handler(self), "inputs_sha256", "kernel_names")
+        return without_none(handler(self), "contention", "inputs_sha256", "kernel_names")
 
     @model_validator(mode="after")
     def _kernel_indices(self) -> "BitwiseReport":
@@ -284,7 +285,9 @@ def sections(report: BitwiseReport, view: View = View()) -> list[Section]:
         f"{report.op}: bitwise reuse",
         f"{env.gpu or 'CPU'} · torch {env.torch} · CUDA {env.cuda} · tf32 {env.tf32} · "
         f"rl_kernel {report.rl_kernel_commit[:12]}{' (dirty)' if report.tracked_tree_dirty is True else ''} · "
-        f"cases {', '.join(map(str, report.cases))}" + (CPU_NOTE if env.gpu is None else ""),
+        f"cases {', '.join(map(str, report.cases))}"
+        + (" · repeats under GPU contention" if report.contention else "")
+        + (CPU_NOTE if env.gpu is None else ""),
     )
     out = [head, verdict_section(verdicts(report), STATUSES, view)]
     for name, ref, cases in pairs(report):

@@ -119,6 +119,17 @@ AllowDifferentProblemOpt = Annotated[
         "candidates); the settings that differ are listed. Otherwise that is exit 2.",
     ),
 ]
+ContentionOpt = Annotated[
+    bool,
+    typer.Option(
+        "--contention",
+        help="Keep the GPU busy with BF16 GEMMs on a side CUDA stream while the repeats (audit run: the first "
+        "computation runs on a quiet GPU, every repeat under load) or the batch-invariance checks (prior-art) run, "
+        "so a kernel whose bits depend on scheduling shows up; the report says contention: true. CUDA only: "
+        "refused on a CPU device, where no stream competes and a competing thread would not change how a CPU "
+        "kernel splits its work.",
+    ),
+]
 ConfigOpt = Annotated[
     Optional[Path],
     typer.Option(

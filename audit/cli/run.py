@@ -16,6 +16,7 @@ from audit.cli.options import (
     CandidateOpt,
     CaseOpt,
     ConfigOpt,
+    ContentionOpt,
     Device,
     DeviceOpt,
     EnvOpt,
@@ -87,6 +88,7 @@ def run(
             "depend on it. Where the profiler is missing or fails, the report says so and the run goes on.",
         ),
     ] = True,
+    contention: ContentionOpt = False,
     baseline: BaselineOpt = None,
     fail_on: FailOnOpt = None,
     allow_missing: AllowMissingOpt = None,
@@ -106,12 +108,15 @@ def run(
 
     if not kernels and fail_on is FailOn.kernel_change:
         raise checks.usage_error("--fail-on kernel-change needs this run's kernel fingerprints: drop --no-kernels")
+    if contention and repeats < 2:
+        raise checks.usage_error("--contention loads the repeats: it needs --repeats 2 or more")
     envs = checks.environments(config, env, mode_env)
     ops = checks.selection(op, mode, candidate, envs)
     chosen = checks.cases(case)
     paths = report_paths(out, ops, BITWISE.kind)
     inherit = checks.inherited(inherit_env)
     dev = checks.device(device)
+    checks.contention_device(contention, dev)
     plans = []
     for name in ops:
         spec = get_op(name)
@@ -128,6 +133,7 @@ def run(
                 environments=envs,
                 repeats=repeats,
                 kernels=kernels,
+                contention=contention,
             )
         )
     works = _works(plans, paths, timeout)
@@ -166,6 +172,7 @@ def prior_art(
     timeout: TimeoutOpt = 3600.0,
     inherit_env: InheritEnvOpt = None,
     quiet: QuietOpt = False,
+    contention: ContentionOpt = False,
     baseline: BaselineOpt = None,
     fail_on: FailOnOpt = None,
     allow_missing: AllowMissingOpt = None,
@@ -189,6 +196,7 @@ def prior_art(
     inherit = checks.inherited(inherit_env)
     commit = _use_megatron_src(megatron_src)
     dev = checks.device(device)
+    checks.contention_device(contention, dev)
     plans = [
         plan(
             spec,
@@ -202,6 +210,7 @@ def prior_art(
             sizes=sizes_json(sizes_for(spec, quick)),
             quick=quick,
             megatron_commit=commit,
+            contention=contention,
         )
         for spec in map(get_op, ops)
     ]

@@ -145,7 +145,8 @@ class Job:
     ``function(job, op, mode, device, runnable, emit)``) for ``candidates`` over ``units`` under
     ``mode``, skipping the (candidate, unit) pairs in ``skip``; events go to file descriptor
     ``events_fd``. ``repeats`` and ``kernels`` (take kernel fingerprints) are the bitwise task's,
-    ``sizes`` the prior-art task's."""
+    ``sizes`` the prior-art task's; ``contention``: the repeats (bitwise) or the batch-invariance
+    checks (prior art) run under competing GPU load (``audit.core.contention``)."""
 
     task: str
     work: str
@@ -161,6 +162,7 @@ class Job:
     repeats: int = 1
     kernels: bool = False
     sizes: dict | None = None
+    contention: bool = False
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

@@ -80,7 +80,8 @@ def bitwise_report(p: Plan, outcome: Outcome) -> dict:
         for name, cases in compact.items():
             results[name]["kernels"] = cases
         kernels = {"kernel_names": names}
-    return {**_header(p, outcome), "cases": p.units, "inputs_sha256": plain, **kernels, "results": results}
+    loaded = {"contention": True} if p.contention else {}
+    return {**_header(p, outcome), **loaded, "cases": p.units, "inputs_sha256": plain, **kernels, "results": results}
 
 
 def prior_art_report(p: Plan, outcome: Outcome) -> dict:
@@ -106,7 +107,7 @@ def prior_art_report(p: Plan, outcome: Outcome) -> dict:
                 entry = {"unavailable": "the checks did not complete"}
             per_mode[name] = entry
         results[mode_name] = per_mode
-    return {**header, "quick": p.quick, "results": results}
+    return {**header, **({"contention": True} if p.contention else {}), "quick": p.quick, "results": results}
 
 
 def parallel_report(p, results: dict[str, dict], sources: dict[str, str]) -> dict:

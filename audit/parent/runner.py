@@ -63,6 +63,7 @@ class Plan:
     sizes: dict | None = None  # prior art: the sizes of the checks (``sizes_json``)
     quick: bool = False  # prior art: the smoke-test sizes
     megatron_commit: str | None = None  # prior art: the Megatron-LM source tree used, if any
+    contention: bool = False  # repeats (bitwise) or batch-invariance checks (prior art) under GPU load
 
     @property
     def total(self) -> int:
@@ -182,6 +183,7 @@ class _ModeRun:
             repeats=p.repeats,
             kernels=p.kernels,
             sizes=p.sizes,
+            contention=p.contention,
         )
 
     def dispatch(self, ev, proc: _Process) -> None:

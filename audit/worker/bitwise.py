@@ -16,6 +16,7 @@ other modes' processes compare with the very tensors plain mode computed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -27,6 +28,7 @@ from modes import Mode
 
 from audit.core.candidates import Candidate
 from audit.core.compare import compare, count_differ
+from audit.core.contention import contention
 from audit.core.events import Done, Drawing, Emit, Failed, Inputs, Job, Kernels, Start
 from audit.core.evaluate import Result, evaluate
 from audit.core.inputs import draw_grad_out, draw_inputs, fingerprint
@@ -46,20 +48,28 @@ def tensors_of(result: Result) -> dict[str, torch.Tensor]:
 
 
 def evaluate_repeated(
-    c: Candidate, op: OpSpec, inputs: dict[str, torch.Tensor], grad_out: torch.Tensor, repeats: int
+    c: Candidate,
+    op: OpSpec,
+    inputs: dict[str, torch.Tensor],
+    grad_out: torch.Tensor,
+    repeats: int,
+    loaded: torch.device | None = None,
 ) -> tuple[Result, Repeats | None]:
     """The first of ``repeats`` evaluations, and per tensor the most elements that differed from it
-    in a later one (None when ``repeats`` is 1: not checked)."""
+    in a later one (None when ``repeats`` is 1: not checked). With ``loaded`` (a CUDA device), the
+    first evaluation runs on a quiet device and every later one under ``contention``, so a result
+    that depends on scheduling is not repeatable."""
     first = evaluate(c, op, inputs, grad_out)
     if repeats < 2:
         return first, None
     reference = tensors_of(first)
     worst = dict.fromkeys(reference, 0)
-    for _ in range(repeats - 1):
-        again = tensors_of(evaluate(c, op, inputs, grad_out))
-        for key, t in reference.items():
-            worst[key] = max(worst[key], count_differ(again[key], t) if key in again else t.numel())
-        del again
+    with contention(loaded) if loaded is not None else contextlib.nullcontext():
+        for _ in range(repeats - 1):
+            again = tensors_of(evaluate(c, op, inputs, grad_out))
+            for key, t in reference.items():
+                worst[key] = max(worst[key], count_differ(again[key], t) if key in again else t.numel())
+            del again
     return first, worst
 
 
@@ -213,7 +223,9 @@ def run_bitwise(
                 emit(Failed(name, case, f"refuses these shapes: {why}"))
                 continue
             try:
-                result, reps = evaluate_repeated(c, op, inputs, grad_out, repeats)
+                result, reps = evaluate_repeated(
+                    c, op, inputs, grad_out, repeats, loaded=device if job.contention else None
+                )
             except Exception as exc:
                 if name in references:
                     store.record_failure(case, name, error_text(exc))
