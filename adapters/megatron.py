@@ -151,6 +151,15 @@ def enable_mode(mode) -> str:
     return f"{where} {KERNELS}.{_call(kwargs)} [{mode.name}]"
 
 
+def dispatch(mode) -> str:
+    """The backend this process's mode asked Megatron for (the arguments ``enable_mode`` passed,
+    decided from what the installed module offers) and the module's DeepGEMM BF16 flag
+    (``audit.core.dispatch`` records it)."""
+    module = kernels()
+    kwargs = enable_arguments(module, mode.variant, _describe())
+    return f"{_call(kwargs)}; HAVE_DEEPGEMM_BF16={getattr(module, 'HAVE_DEEPGEMM_BF16', 'absent')}"
+
+
 def disable_mode(mode) -> str:
     module = kernels()
     module.disable_batch_invariant_mode()

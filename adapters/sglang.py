@@ -465,6 +465,17 @@ def enable_mode(mode) -> str:
     )
 
 
+def dispatch(mode) -> str:
+    """Where SGLang's batch-invariant mm sends bf16 in this process, read from the module's own
+    switches (``audit.core.dispatch`` records it)."""
+    impl = importlib.import_module(f"{_MODE_MODULE}.batch_invariant_ops")
+    route = "DeepGEMM" if _deepgemm_routes() else "the Triton persistent matmul"
+    return (
+        f"bf16 mm -> {route} (batch_invariant_ops.ENABLE_JIT_DEEPGEMM={getattr(impl, 'ENABLE_JIT_DEEPGEMM', None)}, "
+        f"_ENABLE_MM_DEEPGEMM={getattr(impl, '_ENABLE_MM_DEEPGEMM', None)})"
+    )
+
+
 def disable_mode(mode) -> str:
     _mode_module().disable_batch_invariant_mode()
     return f"SGLang {version('sglang')} {_MODE_MODULE}.disable_batch_invariant_mode() [{mode.name}]"

@@ -104,7 +104,7 @@ def _no_regression(report, baseline: Path) -> None:
         allow_missing=["all"],
     )
     if diff.regressed:
-        pytest.fail(f"against {baseline}: {diff.summary()}; first: {diff.first_regression()}", pytrace=False)
+        pytest.fail(f"against {baseline}: {diff.summary()}; first: {diff.first()}", pytrace=False)
 
 
 @pytest.fixture

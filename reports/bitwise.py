@@ -12,23 +12,31 @@ every case:
   property of the kernel (the detail names those tensors);
 - ``unavailable``: the candidate did not run, or some case did not and no difference was found in
   the others (the detail gives the reason).
+
+Kernel fingerprints (optional; absent in the example reports): ``kernel_names`` is the table of
+every distinct kernel (CUDA) or operator (CPU) name the report's fingerprints name, and each
+candidate's ``kernels`` gives per case the forward and the backward pass as ``[index into
+kernel_names, launches]`` pairs (``audit.core.kernels`` says what is recorded), or why no
+fingerprint was taken.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, model_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
-from .changes import OpDiff, State, availability, compare_tensors, reason, state, worst
+from .changes import OpDiff, State, availability, compare_tensors, kernel_changes, reason, state, worst
 from .schema import (
     CaseComparison,
     CaseKey,
     CaseResult,
+    Count,
     Environment,
     FieldError,
     ReportBase,
+    Strict,
     Unavailable,
     json_path,
     reference_of,
@@ -46,13 +54,35 @@ STATUSES: dict[str, Status] = {
 }
 
 
+KernelUse = Annotated[list[Count], Field(min_length=2, max_length=2)]  # [index into kernel_names, launches]
+PHASES = ("forward", "backward")
+
+
+class KernelPrint(Strict):
+    """What one case's forward and backward pass ran: ``[index into kernel_names, launches]`` pairs
+    (``backward`` empty when the candidate differentiates nothing)."""
+
+    forward: list[KernelUse]
+    backward: list[KernelUse]
+
+    def named(self, names: list[str]) -> dict[str, dict[str, int]]:
+        """Phase -> kernel name -> launches."""
+        return {phase: {names[i]: n for i, n in getattr(self, phase)} for phase in PHASES}
+
+
 class BitwiseCandidate(BaseModel):
-    """``source`` (what ran, with versions) and one ``"vs REF"`` entry per reference: case -> result."""
+    """``source`` (what ran, with versions), one ``"vs REF"`` entry per reference: case -> result,
+    and optionally ``kernels``: case -> its kernel fingerprint, or why there is none."""
 
     model_config = ConfigDict(extra="allow", strict=True)
     __pydantic_extra__: dict[str, dict[CaseKey, CaseResult]]
 
     source: str
+    kernels: dict[CaseKey, KernelPrint | Unavailable] | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_kernels(self, handler):
+        return without_none(handler(self), "kernels")
 
     @model_validator(mode="after")
     def _vs_keys(self) -> "BitwiseCandidate":
@@ -69,13 +99,33 @@ class BitwiseCandidate(BaseModel):
 class BitwiseReport(ReportBase):
     kind: Literal["h3_bitwise_reuse"]
     environment: Environment
+    contention: bool | None = None  # true: every repeat ran under competing GPU load (--contention)
     cases: list[int]
     inputs_sha256: dict[CaseKey, str] | None = None
+    kernel_names: list[str] | None = None
     results: dict[str, BitwiseCandidate | Unavailable]
 
     @model_serializer(mode="wrap")
     def _drop_absent_fingerprints(self, handler):
-        return without_none(handler(self), "inputs_sha256")
+        return without_none(handler(self), "contention", "inputs_sha256", "kernel_names")
+
+    @model_validator(mode="after")
+    def _kernel_indices(self) -> "BitwiseReport":
+        for name, result in self.results.items():
+            for case, found in (getattr(result, "kernels", None) or {}).items():
+                if isinstance(found, Unavailable):
+                    continue
+                if self.kernel_names is None:
+                    raise FieldError(("results", name, "kernels"), "kernel fingerprints need kernel_names")
+                for phase in PHASES:
+                    for i, (index, launches) in enumerate(getattr(found, phase)):
+                        if index >= len(self.kernel_names) or launches == 0:
+                            raise FieldError(
+                                ("results", name, "kernels", case, phase, i),
+                                f"[{index}, {launches}]: not an index into kernel_names "
+                                f"({len(self.kernel_names)} names) with at least one launch",
+                            )
+        return self
 
     @model_validator(mode="after")
     def _mirrors_agree(self) -> "BitwiseReport":
@@ -84,6 +134,33 @@ class BitwiseReport(ReportBase):
             mirror = json_path(("results", ref, f"vs {name}", case, *where))
             raise FieldError(("results", name, f"vs {ref}", case, *where), f"disagrees with its mirror {mirror}: {why}")
         return self
+
+
+def compact_kernels(found: dict[str, dict[str, dict]]) -> tuple[list[str], dict[str, dict[str, dict]]]:
+    """The report's form of fingerprints given as candidate -> case -> ``{phase: {kernel name:
+    launches}}`` or ``{"unavailable": why}``: (``kernel_names``, sorted, and candidate -> case ->
+    ``{phase: [[index, launches], ...]}`` or the unavailable entry as it is)."""
+    names = sorted({k for cases in found.values() for f in cases.values() for p in PHASES for k in f.get(p, {})})
+    index = {k: i for i, k in enumerate(names)}
+    compact = {
+        name: {
+            case: f if "unavailable" in f else {p: [[index[k], n] for k, n in f[p].items()] for p in PHASES}
+            for case, f in cases.items()
+        }
+        for name, cases in found.items()
+    }
+    return names, compact
+
+
+def kernels_by_case(report: BitwiseReport, name: str) -> dict[str, dict[str, dict[str, int]] | str]:
+    """``name``'s fingerprints, case -> phase -> kernel name -> launches, or case -> why there is
+    none; empty when the candidate has none."""
+    result = report.results.get(name)
+    found = getattr(result, "kernels", None) or {}
+    return {
+        case: f.unavailable if isinstance(f, Unavailable) else f.named(report.kernel_names or [])
+        for case, f in found.items()
+    }
 
 
 def _tensor_loc(label: str) -> tuple[str | int, ...]:
@@ -208,7 +285,9 @@ def sections(report: BitwiseReport, view: View = View()) -> list[Section]:
         f"{report.op}: bitwise reuse",
         f"{env.gpu or 'CPU'} · torch {env.torch} · CUDA {env.cuda} · tf32 {env.tf32} · "
         f"rl_kernel {report.rl_kernel_commit[:12]}{' (dirty)' if report.tracked_tree_dirty is True else ''} · "
-        f"cases {', '.join(map(str, report.cases))}" + (CPU_NOTE if env.gpu is None else ""),
+        f"cases {', '.join(map(str, report.cases))}"
+        + (" · repeats under GPU contention" if report.contention else "")
+        + (CPU_NOTE if env.gpu is None else ""),
     )
     out = [head, verdict_section(verdicts(report), STATUSES, view)]
     for name, ref, cases in pairs(report):
@@ -229,6 +308,29 @@ def sections(report: BitwiseReport, view: View = View()) -> list[Section]:
                 section.rows.append(shown)
         if section.rows or not view.only_differ:
             out.append(section)
+    return out + (kernel_sections(report, view) if view.kernels else [])
+
+
+def kernel_sections(report: BitwiseReport, view: View) -> list[Section]:
+    """Per candidate ``view`` keeps, a case x phase table of the kernels that ran, each as
+    ``launches× name``; a note instead when the report has no fingerprints."""
+    found = {name: kernels_by_case(report, name) for name in report.results if view.keeps(name)}
+    if not any(found.values()):
+        return [Section("kernels", "this report has no kernel fingerprints")]
+    what = "CUDA kernels launched" if report.environment.gpu else "CPU operators recorded by the profiler"
+    out = []
+    for name, cases in found.items():
+        if not cases:
+            continue
+        section = Section(f"{name}: kernels", what, ["case", *PHASES])
+        for case, f in sorted(cases.items(), key=lambda kv: int(kv[0])):
+            if isinstance(f, str):
+                section.rows.append([Cell(case), unavailable_cell(f)])
+            else:
+                section.rows.append(
+                    [Cell(case), *(Cell("\n".join(f"{n}× {k}" for k, n in f[p].items()) or "—") for p in PHASES)]
+                )
+        out.append(section)
     return out
 
 
@@ -266,7 +368,8 @@ def _state_where(report: BitwiseReport, *, name: str | None = None, case: str | 
 def diff(old: BitwiseReport, new: BitwiseReport, found: OpDiff) -> None:
     """Candidates and cases that appeared; what was lost (a candidate, a case, a comparison, a case
     of one comparison, a tensor of one case); per candidate, reference, case and tensor,
-    availability and state changes; which side's repeatability is unknown."""
+    availability and state changes; which side's repeatability is unknown; per candidate that
+    runs on both sides, case and pass, a kernel change where both sides have fingerprints."""
     found.appeared += [f"candidate {n}" for n in new.results if n not in old.results]
     found.appeared += [f"case {c}" for c in new.cases if c not in old.cases]
     for name, result in old.results.items():
@@ -280,6 +383,7 @@ def diff(old: BitwiseReport, new: BitwiseReport, found: OpDiff) -> None:
     for name in (n for n in new.results if n in old.results):
         o, n = old.results[name], new.results[name]
         found.changes += availability(reason(o), reason(n), now=_state_where(new, name=name), candidate=name)
+        found.changes += kernel_changes(kernels_by_case(old, name), kernels_by_case(new, name), candidate=name)
     unknown = {"old": False, "new": False}
     running = [n for n in new.results if not isinstance(new.results[n], Unavailable)]
     for name, ref, old_cases in pairs(old):

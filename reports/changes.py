@@ -13,7 +13,9 @@ README's "Deciding" section:
 - ``change``: a new stable difference where the bits already differed or nothing ran (never an
   improvement), or a changed count of differing elements on a stable comparison;
 - ``noise``: a change between non-repeatable states; never a regression;
-- ``lost``: present in the old report, absent from the new one (recorded as a ``Lost`` entry).
+- ``lost``: present in the old report, absent from the new one (recorded as a ``Lost`` entry);
+- ``kernel change``: outside ``TABLE``: the kernels one pass (forward or backward) of a candidate
+  ran on a case changed, whatever the bits did (``kernel_changes``); never a regression.
 
 A comparison without a ``repeatable`` field (repeatability unknown) counts as stable, except that
 a change between unknown and not repeatable is noise: nothing tells it from nondeterminism.
@@ -29,7 +31,7 @@ from pydantic import BaseModel, computed_field
 
 from .schema import Cmp, Environment
 
-ChangeKind = Literal["regression", "improvement", "change", "noise", "lost"]
+ChangeKind = Literal["regression", "improvement", "change", "noise", "kernel change", "lost"]
 State = Literal["equal", "equal, not repeatable", "differs", "differs, not repeatable", "unavailable", "absent"]
 STATES: tuple[State, ...] = get_args(State)
 
@@ -75,7 +77,7 @@ class Change(BaseModel):
     candidate: str
     reference: str | None = None  # bitwise: the other side of the comparison; prior-art: the mode
     case: str | None = None
-    tensor: str | None = None
+    tensor: str | None = None  # a kernel change: the pass, "forward" or "backward"
     old: str
     new: str
 
@@ -134,6 +136,11 @@ def _env_fields(env: Environment) -> dict[str, str]:
     fields = {k: json.dumps(getattr(env, k)) for k in ("gpu", "capability", "torch", "cuda", "python", "tf32")}
     fields |= {f"libraries.{k}": json.dumps(v) for k, v in env.libraries.items()}
     fields |= {f"mode_environment.{m}": json.dumps(v, sort_keys=True) for m, v in env.mode_environment.items()}
+    fields |= {
+        f"dispatch.{m}.{k}": json.dumps(v, sort_keys=True)
+        for m, switches in (env.dispatch or {}).items()
+        for k, v in switches.model_dump().items()
+    }
     return fields
 
 
@@ -246,3 +253,34 @@ def compare_tensors(
         )
     for tensor in (t for t in old if t not in new):
         found.lose(f"{where}: {tensor}", names=[candidate, reference, case, tensor], old=_describe(old[tensor]))
+
+
+Launches = dict[str, dict[str, int]]  # pass ("forward", "backward") -> kernel name -> launches
+
+
+def kernel_changes(old: dict[str, Launches | str], new: dict[str, Launches | str], *, candidate: str) -> list[Change]:
+    """Per case both sides fingerprinted (a string says why one has no fingerprint) and per pass,
+    a ``kernel change`` when the kernels or their launch counts differ: ``old`` and ``new`` list,
+    as ``launches× name``, the kernels whose launches differ, on each side."""
+    found = []
+    for case in (c for c in new if c in old):
+        a, b = old[case], new[case]
+        if isinstance(a, str) or isinstance(b, str):
+            continue
+        for phase in (p for p in b if p in a and a[p] != b[p]):
+            moved = [k for k in dict.fromkeys([*a[phase], *b[phase]]) if a[phase].get(k) != b[phase].get(k)]
+
+            def launches(side: dict[str, int]) -> str:
+                return ", ".join(f"{side[k]}× {k}" for k in moved if k in side) or "none"
+
+            found.append(
+                Change(
+                    kind="kernel change",
+                    candidate=candidate,
+                    case=case,
+                    tensor=phase,
+                    old=launches(a[phase]),
+                    new=launches(b[phase]),
+                )
+            )
+    return found

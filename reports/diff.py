@@ -79,12 +79,12 @@ class Diff(BaseModel):
     def count(self, kind: ChangeKind) -> int:
         return self.counts[kind]
 
-    def first_regression(self) -> str | None:
-        """The first regression, as one line naming the report, the pair, the case, the tensor and
-        the old and new states (None when there is none)."""
+    def first(self, kind: ChangeKind = "regression") -> str | None:
+        """The first change of ``kind``, as one line naming the report, the pair, the case, the
+        tensor (a kernel change: the pass) and the old and new states (None when there is none)."""
         for op in self.ops:
             for c in op.changes:
-                if c.kind == "regression":
+                if c.kind == kind:
                     where = ", ".join(
                         x for x in (c.reference and f"vs {c.reference}", c.case and f"case {c.case}", c.tensor) if x
                     )
@@ -93,7 +93,13 @@ class Diff(BaseModel):
 
     def summary(self) -> str:
         """One sentence: the count of each kind, how many losses were allowed, the matched reports."""
-        plural = {"regression": "regressions", "improvement": "improvements", "change": "changes", "noise": "noise"}
+        plural = {
+            "regression": "regressions",
+            "improvement": "improvements",
+            "change": "changes",
+            "noise": "noise",
+            "kernel change": "kernel changes",
+        }
         parts = [f"{self.count(k)} {plural[k] if self.count(k) != 1 else k}" for k in plural]
         allowed = sum(x.allowed for x in self.lost)
         parts.append(f"{self.count('lost')} lost" + (f" ({allowed} allowed by --allow-missing)" if allowed else ""))
@@ -190,7 +196,7 @@ def _op_diff(key: Key, old: tuple[Path, Report], new: tuple[Path, Report], *, al
     return op
 
 
-FailOn = Literal["none", "regression", "differ"]
+FailOn = Literal["none", "regression", "differ", "kernel-change"]
 
 
 def _named(name: str, requested: str) -> bool:
@@ -239,8 +245,10 @@ def gate(
     """The baseline gate after a run: the diff of the reports just written against the baseline
     set (None without one), and why the run fails, one line each (empty: it passes).
 
-    - ``regression`` (and ``differ``): the diff regressed: a regression, or coverage of the
-      baseline lost and not named by ``allow_missing``;
+    - ``regression`` (and ``differ`` and ``kernel-change``): the diff regressed: a regression, or
+      coverage of the baseline lost and not named by ``allow_missing``;
+    - ``kernel-change``, also: a kernel change against the baseline (whose reports need kernel
+      fingerprints: ``unfingerprinted``), even where every bit stayed equal;
     - ``differ``, also: any written report with a verdict that is a difference (its kind's
       ``any_difference``; the first is named), in which nothing was compared, or in which a
       ``requested`` candidate did not run (``unmet``).
@@ -259,12 +267,23 @@ def gate(
         )
     why: list[str] = []
     if fail_on != "none" and diff is not None and diff.regressed:
-        first = diff.first_regression()
+        first = diff.first()
         why.append(f"against {baseline_name}: {diff.summary()}" + (f"; first: {first}" if first else ""))
+    if fail_on == "kernel-change" and diff is not None and diff.count("kernel change"):
+        n = diff.count("kernel change")
+        why.append(
+            f"against {baseline_name}: {n} kernel change{'s' if n != 1 else ''}; first: {diff.first('kernel change')}"
+        )
     if fail_on == "differ":
         why += [_first_difference(r) for r in written if kind_of(r).any_difference(r.root)]
         why += unmet(written, requested or [])
     return diff, why
+
+
+def unfingerprinted(baseline: ReportSet, keys: list[Key]) -> list[str]:
+    """The files of the baseline reports under ``keys`` that have no kernel fingerprints (only
+    bitwise reports record them)."""
+    return [str(baseline[k][0]) for k in keys if getattr(baseline[k][1].root, "kernel_names", None) is None]
 
 
 def baselined_ops(baseline: ReportSet, kind: str, ops: list[str], quick: bool = False) -> list[str]:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, model_serializer, model_validator
 
 from .changes import TABLE, Change, Latency, OpDiff, State, availability, reason, worst
-from .schema import CaseKey, Count, Environment, FieldError, ReportBase, Strict, Unavailable
+from .schema import CaseKey, Count, Environment, FieldError, ReportBase, Strict, Unavailable, without_none
 from .tables import CPU_NOTE, Cell, Section, View, unavailable_cell, verdict_section
 from .verdict import Status, Verdict
 
@@ -88,8 +88,13 @@ class PriorArtCandidate(Strict):
 class PriorArtReport(ReportBase):
     kind: Literal["h3_prior_art"]
     environment: PriorArtEnvironment
+    contention: bool | None = None  # true: the batch-invariance checks ran under competing GPU load
     quick: bool
     results: dict[str, dict[str, PriorArtCandidate | Unavailable] | Unavailable]
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_contention(self, handler):
+        return without_none(handler(self), "contention")
 
 
 def candidates(report: PriorArtReport) -> list[str]:
@@ -167,6 +172,7 @@ def sections(report: PriorArtReport, view: View = View()) -> list[Section]:
             f"{report.op}: prior art{' (quick)' if report.quick else ''}",
             f"{env.gpu or 'CPU'} · torch {env.torch} · CUDA {env.cuda} · tf32 {env.tf32}"
             + (f" · Megatron source {env.megatron_source_commit}" if env.megatron_source_commit else "")
+            + (" · batch-invariance checks under GPU contention" if report.contention else "")
             + (CPU_NOTE if env.gpu is None else ""),
         ),
         verdict_section(verdicts(report), STATUSES, view, by_mode=True),

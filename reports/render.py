@@ -154,7 +154,13 @@ def print_report(report: Report, console: Console | None = None, view: View = Vi
     (console or Console()).print(to_rich(report, view))
 
 
-CHANGE_STATUS: dict[str, CellStatus] = {"regression": "bad", "improvement": "ok", "change": "partial", "noise": "nd"}
+CHANGE_STATUS: dict[str, CellStatus] = {
+    "regression": "bad",
+    "improvement": "ok",
+    "change": "partial",
+    "noise": "nd",
+    "kernel change": "partial",
+}
 
 
 def diff_sections(diff: Diff) -> list[Section]:

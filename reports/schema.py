@@ -154,10 +154,28 @@ class ModeInterpreter(Strict):
         return {k: v for k, v in handler(self).items() if k in ("environment", "python") or k in self.model_fields_set}
 
 
+class DispatchSwitches(Strict):
+    """What decides which kernel serves a call in one mode's process, as its worker read it with
+    the mode on (``audit.core.dispatch``); an entry that could not be read is ``"unavailable:
+    <reason>"``. ``torch_native``: the aten overrides torch._native registered, or why none;
+    ``variables``: the listed variables as the process had them (null: unset); ``decisions``:
+    library -> the dispatch decision read from it."""
+
+    nvidia_driver: str
+    cublas: str
+    cublaslt: str
+    cudnn: str
+    torch_native: list[str] | str
+    variables: dict[str, str | None]
+    deep_gemm: str
+    decisions: dict[str, str]
+
+
 class Environment(Strict):
     """The audit's own process (``torch``, ``python``, ``libraries`` ...), the numerics variables
     of each mode's process, and, when some mode ran in another environment, ``modes``: every mode's
-    interpreter with its versions (optional; absent in the example reports)."""
+    interpreter with its versions (optional; absent in the example reports). ``dispatch``
+    (optional): per mode, its process's dispatch switches."""
 
     gpu: str | None
     capability: list[int] | None = Field(min_length=2, max_length=2)
@@ -167,14 +185,12 @@ class Environment(Strict):
     tf32: bool
     libraries: dict[str, str | None]
     mode_environment: dict[str, dict[str, str]]
+    dispatch: dict[str, DispatchSwitches] | None = None
     modes: dict[str, ModeInterpreter] | None = None
 
     @model_serializer(mode="wrap")
     def _drop_absent_modes(self, handler):
-        data = handler(self)
-        if data.get("modes") is None:
-            data.pop("modes", None)
-        return data
+        return without_none(handler(self), "dispatch", "modes")
 
 
 class ReportBase(Strict):

@@ -4,7 +4,8 @@ A ``Section`` is a title, an optional note and a table whose cells carry a statu
 ``Status`` (``ok`` bitwise equal / invariant, ``bad`` differs, ``partial`` forward only, ``nd`` not
 repeatable, ``na`` unavailable, with its reason) or ``plain``. ``reports.render`` draws them for the
 terminal or as Markdown. ``View`` narrows what a kind's sections hold: ``only_differ`` hides equal
-cells (and rows and tables left empty), ``candidate`` keeps what involves one candidate.
+cells (and rows and tables left empty), ``candidate`` keeps what involves one candidate, and
+``kernels`` adds the kernel fingerprints of the kinds that record them.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ CPU_NOTE = (
 
 @dataclass(frozen=True)
 class View:
-    """What to draw: ``only_differ`` hides equal cells; ``candidate`` keeps one candidate's rows."""
+    """What to draw: ``only_differ`` hides equal cells; ``candidate`` keeps one candidate's rows;
+    ``kernels`` adds the kernel fingerprints."""
 
     only_differ: bool = False
     candidate: str | None = None
+    kernels: bool = False
 
     def keeps(self, *names: str | None) -> bool:
         return self.candidate is None or self.candidate in names

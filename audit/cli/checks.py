@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.markup import escape
@@ -14,6 +14,9 @@ from audit.cli.app import err
 from audit.cli.options import Device
 from audit.core.names import OP_NAMES
 from modes import MODES, Slot, get_mode
+
+if TYPE_CHECKING:
+    import torch
 
 
 def usage_error(message: str) -> typer.Exit:
@@ -111,3 +114,9 @@ def cases(given: Optional[list[int]], what: str = "case") -> list[int] | None:
     if bad:
         raise usage_error(f"--{what} {bad[0]}: a {what} is a count of rows or tokens, from 1 to 2**63 - 1")
     return list(dict.fromkeys(given))
+
+
+def contention_device(contention: bool, device: torch.device) -> None:
+    """--contention on a device that is not CUDA is a usage error (``audit.core.contention``)."""
+    if contention and device.type != "cuda":
+        raise usage_error(f"--contention needs a CUDA device (it loads a side CUDA stream); this run is on {device}")

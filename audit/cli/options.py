@@ -30,6 +30,7 @@ class FailOn(str, Enum):
     none = "none"
     regression = "regression"
     differ = "differ"
+    kernel_change = "kernel-change"
 
 
 def _seconds(value: float) -> float:
@@ -96,8 +97,9 @@ FailOnOpt = Annotated[
         help="Exit 1 on: 'regression' (against --baseline, the default with one: a comparison that got "
         "worse, or a report, mode, candidate, case or tensor of the baseline missing from this run), 'differ' "
         "(that, and any comparison not bitwise equal, any candidate not batch-invariant, a --candidate that did "
-        "not run, or a report in which nothing was compared), 'none' (the default without a baseline: exit 0 "
-        "whatever the bits are).",
+        "not run, or a report in which nothing was compared), 'kernel-change' ('regression', and any kernel "
+        "change against --baseline, whose reports need kernel fingerprints, even where the bits stayed equal), "
+        "'none' (the default without a baseline: exit 0 whatever the bits are).",
     ),
 ]
 AllowMissingOpt = Annotated[
@@ -115,6 +117,17 @@ AllowDifferentProblemOpt = Annotated[
         "--allow-different-problem",
         help="Compare reports of different problems (a chain replay's block, backward, lengths or stage "
         "candidates); the settings that differ are listed. Otherwise that is exit 2.",
+    ),
+]
+ContentionOpt = Annotated[
+    bool,
+    typer.Option(
+        "--contention",
+        help="Keep the GPU busy with BF16 GEMMs on a side CUDA stream while the repeats (audit run: the first "
+        "computation runs on a quiet GPU, every repeat under load) or the batch-invariance checks (prior-art) run, "
+        "so a kernel whose bits depend on scheduling shows up; the report says contention: true. CUDA only: "
+        "refused on a CPU device, where no stream competes and a competing thread would not change how a CPU "
+        "kernel splits its work.",
     ),
 ]
 ConfigOpt = Annotated[

@@ -80,6 +80,14 @@ def show(
         Optional[str],
         typer.Option("--candidate", help="Show only what involves this candidate (e.g. liger, diffusers[sglang])."),
     ] = None,
+    kernels: Annotated[
+        bool,
+        typer.Option(
+            "--kernels",
+            help="Also show each candidate's kernel fingerprints (bitwise reports): per case, the CUDA kernels "
+            "(on a CPU, the operators) its forward and its backward pass ran, with launch counts.",
+        ),
+    ] = False,
     max_size: MaxSizeOpt = MAX_REPORT_MB,
 ) -> None:
     """Render reports: the verdict table first (one line per candidate and reference, each pair
@@ -90,7 +98,7 @@ def show(
     from reports.render import View, print_report, to_markdown
     from reports.show_json import ShowDocument, report_out
 
-    view = View(only_differ=only_differ, candidate=candidate)
+    view = View(only_differ=only_differ, candidate=candidate, kernels=kernels)
     document = ShowDocument(reports=[])
     for path in files:
         report = _load_or_exit(path, max_size)

@@ -16,9 +16,11 @@ from audit.cli.options import (
     CandidateOpt,
     CaseOpt,
     ConfigOpt,
+    ContentionOpt,
     Device,
     DeviceOpt,
     EnvOpt,
+    FailOn,
     FailOnOpt,
     InheritEnvOpt,
     JunitOpt,
@@ -77,6 +79,17 @@ def run(
             "runs differ is marked not repeatable (nondeterministic). 1 turns the check off.",
         ),
     ] = 2,
+    kernels: Annotated[
+        bool,
+        typer.Option(
+            "--kernels/--no-kernels",
+            help="Take kernel fingerprints: every candidate evaluates each case once more under torch.profiler, "
+            "apart from the compared evaluations, and the report records the CUDA kernels (on a CPU, the "
+            "operators) of its forward and backward pass (audit show --kernels). The compared bits do not "
+            "depend on it. Where the profiler is missing or fails, the report says so and the run goes on.",
+        ),
+    ] = True,
+    contention: ContentionOpt = False,
     baseline: BaselineOpt = None,
     fail_on: FailOnOpt = None,
     junit: JunitOpt = None,
@@ -95,6 +108,10 @@ def run(
     from audit.parent.runner import plan
     from audit.parent.tasks import BITWISE
 
+    if not kernels and fail_on is FailOn.kernel_change:
+        raise checks.usage_error("--fail-on kernel-change needs this run's kernel fingerprints: drop --no-kernels")
+    if contention and repeats < 2:
+        raise checks.usage_error("--contention loads the repeats: it needs --repeats 2 or more")
     envs = checks.environments(config, env, mode_env)
     ops = checks.selection(op, mode, candidate, envs)
     chosen = checks.cases(case)
@@ -102,6 +119,7 @@ def run(
     junit = junit_path(junit)
     inherit = checks.inherited(inherit_env)
     dev = checks.device(device)
+    checks.contention_device(contention, dev)
     plans = []
     for name in ops:
         spec = get_op(name)
@@ -117,6 +135,8 @@ def run(
                 inherit_env=inherit,
                 environments=envs,
                 repeats=repeats,
+                kernels=kernels,
+                contention=contention,
             )
         )
     works = _works(plans, paths, timeout)
@@ -155,6 +175,7 @@ def prior_art(
     timeout: TimeoutOpt = 3600.0,
     inherit_env: InheritEnvOpt = None,
     quiet: QuietOpt = False,
+    contention: ContentionOpt = False,
     baseline: BaselineOpt = None,
     fail_on: FailOnOpt = None,
     junit: JunitOpt = None,
@@ -180,6 +201,7 @@ def prior_art(
     inherit = checks.inherited(inherit_env)
     commit = _use_megatron_src(megatron_src)
     dev = checks.device(device)
+    checks.contention_device(contention, dev)
     plans = [
         plan(
             spec,
@@ -193,6 +215,7 @@ def prior_art(
             sizes=sizes_json(sizes_for(spec, quick)),
             quick=quick,
             megatron_commit=commit,
+            contention=contention,
         )
         for spec in map(get_op, ops)
     ]

@@ -128,8 +128,9 @@ def gate_for(
     """Load and check --baseline (at most ``max_size`` MiB a file) before any computation:
     unusable input exits 2, and so does a baseline report whose kind's ``problem`` differs from
     ``problem`` (the settings of the run about to start), unless ``allow_different_problem``.
-    --allow-missing without a baseline is a usage error."""
-    from reports.diff import baselined_ops, different_problem, problem_differences
+    --allow-missing without a baseline is a usage error, and so is --fail-on kernel-change without
+    a baseline or against a baseline report without kernel fingerprints."""
+    from reports.diff import baselined_ops, different_problem, problem_differences, unfingerprinted
     from reports.io import ReportError, load_set
     from reports.kinds import KINDS
 
@@ -141,8 +142,8 @@ def gate_for(
         allow_different_problem=allow_different_problem,
     )
     if baseline is None:
-        if chosen == "regression":
-            raise typer.BadParameter("--fail-on regression needs --baseline", param_hint="--fail-on")
+        if chosen in ("regression", "kernel-change"):
+            raise typer.BadParameter(f"--fail-on {chosen} needs --baseline", param_hint="--fail-on")
         if allow_missing:
             raise typer.BadParameter("--allow-missing needs --baseline", param_hint="--allow-missing")
         return Gate(baseline=None, name="", **options)
@@ -163,6 +164,12 @@ def gate_for(
             if differs:
                 why = different_problem(kind, differs, old=path, new="this run")
                 raise typer.BadParameter(str(why), param_hint="--baseline")
+    bare = unfingerprinted(found, [(kind, n, quick) for n in covered]) if chosen == "kernel-change" else []
+    if bare:
+        raise typer.BadParameter(
+            f"the baseline has no kernel fingerprints ({', '.join(bare)}); --fail-on kernel-change compares them",
+            param_hint="--baseline",
+        )
     missing = [n for n in names if n not in covered]
     if missing:
         err.print(f"[yellow]--baseline has no {kind} report for {escape(', '.join(missing))}: not gated[/]")

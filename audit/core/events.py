@@ -29,6 +29,13 @@ class ModeOn:
 
 
 @dataclass(frozen=True)
+class Dispatch:
+    """The process's dispatch switches with its mode on (``audit.core.dispatch.switches``)."""
+
+    switches: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class ModeUnavailable:
     reason: str
 
@@ -72,6 +79,16 @@ class Done:
 
 
 @dataclass(frozen=True)
+class Kernels:
+    """What one extra, profiled evaluation of ``candidate`` on ``unit`` ran
+    (``audit.core.kernels.fingerprint``), or ``{"unavailable": why}`` when it could not be profiled."""
+
+    candidate: str
+    unit: Any
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Failed:
     candidate: str
     unit: Any
@@ -91,7 +108,20 @@ class Finished:
 
 
 Event = Union[
-    Interpreter, ModeOn, ModeUnavailable, Unavailable, Source, Inputs, Drawing, Start, Done, Failed, Crashed, Finished
+    Interpreter,
+    ModeOn,
+    Dispatch,
+    ModeUnavailable,
+    Unavailable,
+    Source,
+    Inputs,
+    Drawing,
+    Start,
+    Kernels,
+    Done,
+    Failed,
+    Crashed,
+    Finished,
 ]
 Emit = Callable[[Event], None]
 _BY_NAME = {cls.__name__: cls for cls in Event.__args__}
@@ -114,7 +144,9 @@ class Job:
     """What the runner asks one mode worker to do: run ``work`` (``"module:function"``, called as
     ``function(job, op, mode, device, runnable, emit)``) for ``candidates`` over ``units`` under
     ``mode``, skipping the (candidate, unit) pairs in ``skip``; events go to file descriptor
-    ``events_fd``. ``repeats`` is the bitwise task's, ``sizes`` the prior-art task's."""
+    ``events_fd``. ``repeats`` and ``kernels`` (take kernel fingerprints) are the bitwise task's,
+    ``sizes`` the prior-art task's; ``contention``: the repeats (bitwise) or the batch-invariance
+    checks (prior art) run under competing GPU load (``audit.core.contention``)."""
 
     task: str
     work: str
@@ -128,7 +160,9 @@ class Job:
     skip: list = dataclasses.field(default_factory=list)
     events_fd: int = -1
     repeats: int = 1
+    kernels: bool = False
     sizes: dict | None = None
+    contention: bool = False
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from reports.bitwise import compact_kernels
 from reports.schema import reference_of
 
 from audit.parent.provenance import collect, repository_state
@@ -37,6 +38,7 @@ def _header(p: Plan, outcome: Outcome) -> dict:
             {m: outcome.environments[m] for m in p.by_mode},
             outcome.tf32,
             {m: outcome.interpreters[m] for m in p.by_mode if m in outcome.interpreters},
+            {m: outcome.dispatch[m] for m in p.by_mode if m in outcome.dispatch},
         ),
     )
 
@@ -45,7 +47,9 @@ def bitwise_report(p: Plan, outcome: Outcome) -> dict:
     """The ``h3_bitwise_reuse`` report: candidates in name order, cases in the plan's order, and no
     comparison with a reference that never ran. A mode whose inputs' fingerprints differ from plain
     mode's makes its candidates unavailable (it would compare different problems); a mode that ran
-    in another environment says in ``environment.modes`` whether its inputs were plain mode's."""
+    in another environment says in ``environment.modes`` whether its inputs were plain mode's. With
+    ``p.kernels``, each available candidate's fingerprints of the plan's cases, and the table of
+    their names (``reports.bitwise.compact_kernels``)."""
     plain = outcome.fingerprints.get("plain", {})
     for mode_name, prints in outcome.fingerprints.items():
         same = all(plain.get(case) == sha for case, sha in prints.items())
@@ -65,7 +69,19 @@ def bitwise_report(p: Plan, outcome: Outcome) -> dict:
         for key in sorted(k for k in entry if reference_of(k) not in missing_refs | {None}):
             clean[key] = {str(c): entry[key][str(c)] for c in p.units if str(c) in entry[key]}
         results[name] = clean
-    return {**_header(p, outcome), "cases": p.units, "inputs_sha256": plain, "results": results}
+    kernels = {}
+    if p.kernels:
+        found = {
+            name: {str(c): outcome.kernels[name][str(c)] for c in p.units if str(c) in outcome.kernels[name]}
+            for name in results
+            if "unavailable" not in results[name] and name in outcome.kernels
+        }
+        names, compact = compact_kernels(found)
+        for name, cases in compact.items():
+            results[name]["kernels"] = cases
+        kernels = {"kernel_names": names}
+    loaded = {"contention": True} if p.contention else {}
+    return {**_header(p, outcome), **loaded, "cases": p.units, "inputs_sha256": plain, **kernels, "results": results}
 
 
 def prior_art_report(p: Plan, outcome: Outcome) -> dict:
@@ -91,7 +107,7 @@ def prior_art_report(p: Plan, outcome: Outcome) -> dict:
                 entry = {"unavailable": "the checks did not complete"}
             per_mode[name] = entry
         results[mode_name] = per_mode
-    return {**header, "quick": p.quick, "results": results}
+    return {**header, **({"contention": True} if p.contention else {}), "quick": p.quick, "results": results}
 
 
 def parallel_report(p, results: dict[str, dict], sources: dict[str, str]) -> dict:

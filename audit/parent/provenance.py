@@ -42,12 +42,13 @@ def collect(
     mode_environment: dict[str, dict[str, str]],
     tf32: bool,
     interpreters: dict[str, dict] | None = None,
+    dispatch: dict[str, dict] | None = None,
 ) -> dict:
     """What ran where: GPU and capability (null on a CPU device), versions, TF32 state, and per mode
     the numerics variables its process had. ``tf32`` is what the mode processes ran with. The
     top-level versions are the audit's own process's; ``interpreters`` (what each mode's worker
     reported, or why its environment could not run one) becomes ``modes`` when a mode ran in
-    another environment."""
+    another environment; ``dispatch`` is each mode's dispatch switches as its worker read them."""
     gpu = capability = None
     if device.type == "cuda":
         gpu = torch.cuda.get_device_name(device)
@@ -61,6 +62,7 @@ def collect(
         "tf32": tf32,
         "libraries": {name: version(name) for name in LIBRARIES},
         "mode_environment": mode_environment,
+        **({"dispatch": dispatch} if dispatch else {}),
         **(
             {"modes": interpreters} if interpreters and any(i.get("environment") for i in interpreters.values()) else {}
         ),

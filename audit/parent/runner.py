@@ -21,6 +21,7 @@ import torch
 from audit.core.candidates import Candidate, candidates_for
 from audit.core.events import (
     Crashed,
+    Dispatch,
     Done,
     Drawing,
     Failed,
@@ -28,6 +29,7 @@ from audit.core.events import (
     Inputs,
     Interpreter,
     Job,
+    Kernels,
     ModeOn,
     ModeUnavailable,
     Source,
@@ -57,9 +59,11 @@ class Plan:
     inherit_env: tuple[str, ...] = ()  # numerics variables the mode processes keep from this shell
     environments: Environments = field(default_factory=Environments)  # the interpreter of each mode
     repeats: int = 1  # bitwise: times each candidate computes each case
+    kernels: bool = False  # bitwise: take kernel fingerprints (audit.core.kernels)
     sizes: dict | None = None  # prior art: the sizes of the checks (``sizes_json``)
     quick: bool = False  # prior art: the smoke-test sizes
     megatron_commit: str | None = None  # prior art: the Megatron-LM source tree used, if any
+    contention: bool = False  # repeats (bitwise) or batch-invariance checks (prior art) under GPU load
 
     @property
     def total(self) -> int:
@@ -107,6 +111,8 @@ class Outcome:
     fingerprints: dict[str, dict[str, str]] = field(default_factory=dict)  # mode -> case -> sha256
     environments: dict[str, dict[str, str]] = field(default_factory=dict)  # mode -> its numerics variables
     interpreters: dict[str, dict] = field(default_factory=dict)  # mode -> the interpreter its worker reported
+    kernels: dict[str, dict[str, dict]] = field(default_factory=dict)  # report name -> case -> fingerprint
+    dispatch: dict[str, dict] = field(default_factory=dict)  # mode -> its process's dispatch switches
     tf32: bool = False
     done: set[tuple[str, object]] = field(default_factory=set)  # (report name, unit)
 
@@ -175,7 +181,9 @@ class _ModeRun:
             reference_dir=str(workdir / "references"),
             skip=sorted((n, u) for n, u in self.outcome.done if n in self.names),
             repeats=p.repeats,
+            kernels=p.kernels,
             sizes=p.sizes,
+            contention=p.contention,
         )
 
     def dispatch(self, ev, proc: _Process) -> None:
@@ -187,6 +195,8 @@ class _ModeRun:
             case ModeOn(description, tf32):
                 outcome.tf32 |= tf32
                 outcome.modes[mode] = {"description": description}
+            case Dispatch(found):
+                outcome.dispatch[mode] = found
             case ModeUnavailable(reason):
                 outcome.modes[mode] = {"unavailable": reason}
                 self.give_up_all(reason)
@@ -201,6 +211,8 @@ class _ModeRun:
                 proc.current = (None, unit)
             case Start(candidate, unit):
                 proc.current = (candidate, unit)
+            case Kernels(candidate, unit, data):
+                outcome.kernels.setdefault(candidate, {})[str(unit)] = data
             case Failed(candidate, _, reason) if self.p.task.all_or_nothing:
                 self.give_up(candidate, reason)
                 proc.current = None

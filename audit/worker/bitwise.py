@@ -6,12 +6,17 @@ same inputs and the same upstream gradient; a tensor is repeatable when all N ru
 bits. A comparison is repeatable only when both sides are, so a non-repeatable difference (a
 nondeterministic kernel) is told apart from a stable one.
 
+With ``kernels`` on, every candidate that computed a case evaluates it once more under the
+profiler (``audit.core.kernels``), after the compared evaluations and apart from them, and sends
+the kernels it ran (``Kernels``) before its comparisons (``Done``).
+
 References' tensors, and how repeatable they were, are kept on disk (safetensors and JSON) so that
 other modes' processes compare with the very tensors plain mode computed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -23,9 +28,12 @@ from modes import Mode
 
 from audit.core.candidates import Candidate
 from audit.core.compare import compare, count_differ
-from audit.core.events import Done, Drawing, Emit, Failed, Inputs, Job, Start
+from audit.core.contention import contention
+from audit.core.events import Done, Drawing, Emit, Failed, Inputs, Job, Kernels, Start
 from audit.core.evaluate import Result, evaluate
 from audit.core.inputs import draw_grad_out, draw_inputs, fingerprint
+from audit.core.kernels import fingerprint as kernel_fingerprint
+from audit.core.kernels import profiler_problem
 from audit.core.ops import OpSpec
 from audit.core.packages import error_text
 
@@ -40,20 +48,28 @@ def tensors_of(result: Result) -> dict[str, torch.Tensor]:
 
 
 def evaluate_repeated(
-    c: Candidate, op: OpSpec, inputs: dict[str, torch.Tensor], grad_out: torch.Tensor, repeats: int
+    c: Candidate,
+    op: OpSpec,
+    inputs: dict[str, torch.Tensor],
+    grad_out: torch.Tensor,
+    repeats: int,
+    loaded: torch.device | None = None,
 ) -> tuple[Result, Repeats | None]:
     """The first of ``repeats`` evaluations, and per tensor the most elements that differed from it
-    in a later one (None when ``repeats`` is 1: not checked)."""
+    in a later one (None when ``repeats`` is 1: not checked). With ``loaded`` (a CUDA device), the
+    first evaluation runs on a quiet device and every later one under ``contention``, so a result
+    that depends on scheduling is not repeatable."""
     first = evaluate(c, op, inputs, grad_out)
     if repeats < 2:
         return first, None
     reference = tensors_of(first)
     worst = dict.fromkeys(reference, 0)
-    for _ in range(repeats - 1):
-        again = tensors_of(evaluate(c, op, inputs, grad_out))
-        for key, t in reference.items():
-            worst[key] = max(worst[key], count_differ(again[key], t) if key in again else t.numel())
-        del again
+    with contention(loaded) if loaded is not None else contextlib.nullcontext():
+        for _ in range(repeats - 1):
+            again = tensors_of(evaluate(c, op, inputs, grad_out))
+            for key, t in reference.items():
+                worst[key] = max(worst[key], count_differ(again[key], t) if key in again else t.numel())
+            del again
     return first, worst
 
 
@@ -158,11 +174,26 @@ def _against_references(
     return vs
 
 
+def kernels_of(
+    c: Candidate, op: OpSpec, inputs: dict[str, torch.Tensor], grad_out: torch.Tensor, device: torch.device
+) -> dict:
+    """``c``'s kernel fingerprint on these inputs, or ``{"unavailable": why}`` when the profiler is
+    missing or the profiled evaluation raised."""
+    problem = profiler_problem()
+    if problem is None:
+        try:
+            return kernel_fingerprint(c, op, inputs, grad_out, device)
+        except Exception as exc:
+            problem = f"the profiled evaluation failed: {error_text(exc)}"
+    return {"unavailable": f"no kernel fingerprint: {problem}"}
+
+
 def run_bitwise(
     job: Job, op: OpSpec, mode: Mode, device: torch.device, runnable: list[tuple[str, Candidate]], emit: Emit
 ) -> None:
-    """Events: ``Drawing`` and ``Inputs`` (the case's fingerprint) per case, ``Start``, then ``Done``
-    (``data``: reference -> comparison) or ``Failed`` per candidate and case."""
+    """Events: ``Drawing`` and ``Inputs`` (the case's fingerprint) per case, ``Start``, then per
+    candidate and case ``Kernels`` (with ``job.kernels``) and ``Done`` (``data``: reference ->
+    comparison), or ``Failed``."""
     store = ReferenceStore(Path(job.reference_dir), device, job.references)
     references, skip, repeats = job.references, {tuple(x) for x in job.skip}, job.repeats
     for case in job.units:
@@ -192,7 +223,9 @@ def run_bitwise(
                 emit(Failed(name, case, f"refuses these shapes: {why}"))
                 continue
             try:
-                result, reps = evaluate_repeated(c, op, inputs, grad_out, repeats)
+                result, reps = evaluate_repeated(
+                    c, op, inputs, grad_out, repeats, loaded=device if job.contention else None
+                )
             except Exception as exc:
                 if name in references:
                     store.record_failure(case, name, error_text(exc))
@@ -200,6 +233,8 @@ def run_bitwise(
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
                 continue
+            if job.kernels:
+                emit(Kernels(name, case, kernels_of(c, op, inputs, grad_out, device)))
             vs = _against_references(op, store, case=case, name=name, evaluated=(result, reps), emit=emit)
             emit(Done(name, case, vs))
             del result, reps

@@ -2,7 +2,8 @@
 
 Started by the runner through ``audit.parent.launch`` as ``python -m audit.worker.main JOB.json``
 with the mode's variables already set, so they are in place before torch initialises CUDA. It
-turns TF32 off, switches the mode on, reports which candidates cannot run here and why, then runs
+turns TF32 off, switches the mode on, reports its dispatch switches (``audit.core.dispatch``)
+and which candidates cannot run here and why, then runs
 the job's ``work`` (``audit.worker.bitwise`` or ``audit.worker.prior_art``). Everything goes to the
 runner as events (``audit.core.events``) on the file descriptor the job names; a candidate that
 raises loses only its unit, and a crash of the whole process is handled by the runner.
@@ -19,8 +20,10 @@ import torch
 
 from audit.core.availability import interpreter
 from audit.core.candidates import Candidate, get_candidate, unavailable_reason
+from audit.core.dispatch import switches
 from audit.core.events import (
     Crashed,
+    Dispatch,
     Emit,
     Finished,
     Interpreter,
@@ -63,6 +66,7 @@ def run_job(job: Job, emit: Emit) -> int:
         emit(ModeUnavailable(f"mode {mode.name} cannot be switched on: {error_text(exc)}"))
         return 0
     emit(ModeOn(description, torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32))
+    emit(Dispatch(switches(mode, device)))
 
     runnable: list[tuple[str, Candidate]] = []
     for name in job.candidates:

@@ -22,6 +22,7 @@ from audit.core.candidates import Candidate, get_candidate
 
 from audit.core.packages import error_text
 from audit.core.compare import bit_patterns
+from audit.core.contention import contention
 from audit.core.evaluate import Result, differentiated, evaluate
 from audit.core.events import Done, Emit, Failed, Job, Start
 from audit.core.inputs import draw_grad_out, draw_input
@@ -271,17 +272,20 @@ def median_us(fn: Callable[[], object], device: torch.device, sizes: Sizes) -> f
     return statistics.median(times)
 
 
-def check_candidate(checker: Checker, on_step: Callable[[str, dict], None]) -> dict:
-    """Run the checks in order; ``on_step(check, result_so_far)`` after each."""
+def check_candidate(checker: Checker, on_step: Callable[[str, dict], None], loaded: bool = False) -> dict:
+    """Run the checks in order; ``on_step(check, result_so_far)`` after each. With ``loaded``, the
+    batch-invariance checks run under ``contention`` on the checker's (CUDA) device; accuracy and
+    latency never do."""
     bi: dict = {}
     result = {"has_backward": bool(differentiated(checker.c, checker.op)), "batch_invariance": bi}
-    bi["all_rows"] = checker.all_rows()
-    on_step("all_rows", result)
-    bi["params_repeatable"] = checker.params_repeatable()
-    on_step("params_repeatable", result)
-    bi["full_vs_sub_batches"] = checker.full_vs_sub_batches()
-    on_step("full_vs_sub_batches", result)
-    bi["batch_size_sweep"] = checker.batch_size_sweep()
+    with contention(checker.device) if loaded else contextlib.nullcontext():
+        bi["all_rows"] = checker.all_rows()
+        on_step("all_rows", result)
+        bi["params_repeatable"] = checker.params_repeatable()
+        on_step("params_repeatable", result)
+        bi["full_vs_sub_batches"] = checker.full_vs_sub_batches()
+        on_step("full_vs_sub_batches", result)
+        bi["batch_size_sweep"] = checker.batch_size_sweep()
     sub, sweep = bi["full_vs_sub_batches"], bi["batch_size_sweep"]
     bi["batch_invariant"] = (
         all(r["fwd_differ"] == 0 and r["rowgrad_differ"] == 0 for r in bi["all_rows"].values())
@@ -320,7 +324,7 @@ def run_prior_art(
                 emit(Start(_name, current[0]))
 
         try:
-            check_candidate(checker, step)
+            check_candidate(checker, step, loaded=job.contention)
         except Exception as exc:
             emit(Failed(name, current[0], f"{current[0]}: {error_text(exc)}"))
         if device.type == "cuda":
