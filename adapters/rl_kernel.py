@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 import rl_kernel_ops
-from rl_kernel_ops import reference_gemm
+from rl_kernel_ops import reference_gemm, sharded
 from audit.core.candidates import candidate
 
 
@@ -37,12 +37,16 @@ def _gemm_accepts(check, args: tuple[str, ...], weights: tuple[str, ...]):
     return accepts
 
 
-@candidate("rl_kernel", ops=("norm_modulate",), source=_source("norm_modulate"))
+@candidate(
+    "rl_kernel", ops=("norm_modulate",), source=_source("norm_modulate"), chunk_order={"sp_rows": sharded.norm_modulate}
+)
 def norm_modulate(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return rl_kernel_ops.norm_modulate(t["x"], t["w"], t["sh"], t["sc"], t["idx"])
 
 
-@candidate("rl_kernel", ops=("gate_residual",), source=_source("gate_residual"))
+@candidate(
+    "rl_kernel", ops=("gate_residual",), source=_source("gate_residual"), chunk_order={"sp_rows": sharded.gate_residual}
+)
 def gate_residual(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return rl_kernel_ops.gate_residual(t["res"], t["y"], t["gate"], t["idx"])
 
@@ -64,6 +68,7 @@ def timestep_mlp(t: dict[str, torch.Tensor]) -> torch.Tensor:
     ops=("adaln_projection",),
     source=_source("adaln_projection"),
     accepts=_gemm_accepts(reference_gemm.check_adaln_projection_args, ("temb", "w", "b"), ("w", "b")),
+    chunk_order={"sp_rows": sharded.adaln_projection_rows, "tp_column": sharded.adaln_projection_columns},
 )
 def adaln_projection(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return rl_kernel_ops.adaln_projection(t["temb"], t["w"], t["b"])

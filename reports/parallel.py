@@ -1,14 +1,18 @@
 """The ``h3_parallel`` report: sharded computations against the single-process ones, bitwise.
 
-Per candidate and case, two comparisons of the combined output and gradients with the same
-candidate unsharded: ``native`` (reduced tensors summed by the backend's all-reduce) and
-``fixed_order`` (every rank's partial summed in rank order). ``reduced`` names the tensors that
+Per candidate and case, comparisons of the combined output and gradients with the same candidate
+unsharded: ``native`` (reduced tensors summed by the backend's all-reduce), ``fixed_order`` (every
+rank's partial summed in rank order) and, for a candidate that declares chunked partials,
+``chunk_order`` (chunk partials all-gathered and folded in the single-process order; absent, with
+``no_chunk_order`` saying why, otherwise). The first two are the naive sums: ``naive_mismatch``
+counts the elements they change. ``reduced`` names the tensors that
 went through a reduction under the layout; every other tensor was gathered, each element computed
 by one rank. A run that stopped (a rank failed, or the run timed out) keeps its finished cases and
 says why in ``failed``.
 
 Verdicts, one per candidate, over every case (``decide``): ``bitwise``, ``bitwise with the
-fixed-order reduction``, ``gathered bitwise``, ``differs`` or ``unavailable``. Reports are matched
+fixed-order reduction``, ``bitwise with the chunk-order reduction``, ``gathered bitwise``,
+``differs`` or ``unavailable``. Reports are matched
 in a diff by op and layout.
 """
 
@@ -26,15 +30,24 @@ from .verdict import Status, Verdict
 STATUSES: dict[str, Status] = {
     "bitwise": "ok",
     "bitwise with the fixed-order reduction": "partial",
+    "bitwise with the chunk-order reduction": "ok",
     "gathered bitwise": "partial",
     "differs": "bad",
     "unavailable": "na",
 }
 
 
+REDUCTIONS = ("native", "fixed_order", "chunk_order")
+
+
 class ParallelCase(Strict):
     native: CaseComparison
     fixed_order: CaseComparison
+    chunk_order: CaseComparison | None = None
+
+    def reductions(self) -> dict[str, CaseComparison]:
+        """The comparisons this case has, by reduction, in ``REDUCTIONS`` order."""
+        return {how: c for how in REDUCTIONS if (c := getattr(self, how)) is not None}
 
 
 class ParallelCandidate(Strict):
@@ -43,6 +56,7 @@ class ParallelCandidate(Strict):
     seconds: float = Field(ge=0)
     cases: dict[CaseKey, ParallelCase]
     failed: str | None = None
+    no_chunk_order: str | None = None  # why the chunk-order reduction does not apply
 
 
 class ParallelReport(ReportBase):
@@ -57,9 +71,10 @@ class ParallelReport(ReportBase):
 
 
 def decide(c: ParallelCandidate) -> tuple[str, str]:
-    """One candidate's verdict over every case: ``bitwise`` (everything equal with either
-    reduction), ``bitwise with the fixed-order reduction`` (only then), ``gathered bitwise`` (the
-    gathered tensors equal, some reduced one differs either way), ``differs`` (a gathered tensor
+    """One candidate's verdict over every case: ``bitwise`` (everything equal with either naive
+    reduction), ``bitwise with the fixed-order reduction`` (only then), ``bitwise with the
+    chunk-order reduction`` (every case has it and it alone is equal), ``gathered bitwise`` (the
+    gathered tensors equal, some reduced one differs every way), ``differs`` (a gathered tensor
     differs) or ``unavailable`` (no case finished)."""
     if not c.cases:
         return "unavailable", c.failed or "no case finished"
@@ -83,11 +98,32 @@ def decide(c: ParallelCandidate) -> tuple[str, str]:
             "bitwise with the fixed-order reduction",
             f"the backend's all-reduce changes {', '.join(dict.fromkeys(differ['native']))}{stopped}",
         )
+    naive = ", ".join(dict.fromkeys(differ["fixed_order"]))
+    chunked = [case.chunk_order for case in c.cases.values()]
+    if all(ch is not None and all(cmp.equal for cmp in ch.by_tensor().values()) for ch in chunked):
+        return (
+            "bitwise with the chunk-order reduction",
+            f"chunk partials folded in the single-process order keep every tensor; the naive sums change "
+            f"{naive}{stopped}",
+        )
+    no_chunks = f"; chunk order: {c.no_chunk_order}" if c.no_chunk_order else ""
     return (
         "gathered bitwise",
-        f"gathered tensors equal; reduced {', '.join(dict.fromkeys(differ['fixed_order']))} differ "
-        f"with either reduction{stopped}",
+        f"gathered tensors equal; reduced {naive} differ with every reduction{no_chunks}{stopped}",
     )
+
+
+def naive_mismatch(c: ParallelCandidate) -> dict[str, dict[str, dict[str, tuple[int, int]]]]:
+    """{case: {reduced tensor: {reduction: (elements that differ from the single process, elements)}}}
+    for every reduction the case has: how many elements each sum changes."""
+    return {
+        case: {
+            t: {how: (cmp.by_tensor()[t].differ, cmp.by_tensor()[t].numel) for how, cmp in both.reductions().items()}
+            for t in c.reduced
+            if t in both.native.by_tensor()
+        }
+        for case, both in c.cases.items()
+    }
 
 
 def key(report: ParallelReport) -> tuple[str, str, bool]:
@@ -133,8 +169,10 @@ def sections(report: ParallelReport, view: View = View()) -> list[Section]:
     for name, c in report.results.items():
         if isinstance(c, Unavailable) or not view.keeps(name):
             continue
-        for how in ("native", "fixed_order"):
-            cases = {k: getattr(v, how) for k, v in c.cases.items()}
+        for how in REDUCTIONS:
+            cases = {k: v.reductions()[how] for k, v in c.cases.items() if how in v.reductions()}
+            if not cases:
+                continue
             labels = list(dict.fromkeys(t for case in cases.values() for t in case.by_tensor()))
             columns = ["case", *(f"{t} Σ" if t in c.reduced else t for t in labels)]
             section = Section(
@@ -149,7 +187,30 @@ def sections(report: ParallelReport, view: View = View()) -> list[Section]:
                     section.rows.append(shown)
             if section.rows or not view.only_differ:
                 out.append(section)
+        out += _mismatch_section(name, c, report.ranks)
     return out
+
+
+def _mismatch_section(name: str, c: ParallelCandidate, ranks: int) -> list[Section]:
+    """Elements of each reduced tensor that each reduction changes, count and percentage."""
+    found = naive_mismatch(c)
+    hows = [how for how in REDUCTIONS if any(how in per for case in found.values() for per in case.values())]
+    if not any(found.values()):
+        return []
+    note = f"{ranks} ranks" + (f" · chunk order not applicable: {c.no_chunk_order}" if c.no_chunk_order else "")
+    section = Section(f"{name}, elements the reductions change", note, ["case", "tensor", *hows])
+    for case, per in sorted(found.items(), key=lambda kv: int(kv[0])):
+        for t, counts in per.items():
+            cells = []
+            for how in hows:
+                if how not in counts:
+                    cells.append(Cell("—", "na"))
+                    continue
+                differ, numel = counts[how]
+                share = f"{differ:,} / {numel:,} ({100 * differ / max(numel, 1):.1f} %)"
+                cells.append(Cell(share, "bad" if differ else "ok"))
+            section.rows.append([Cell(case), Cell(t), *cells])
+    return [section]
 
 
 def _state(c: ParallelCandidate | Unavailable, cases: list[str] | None = None) -> State | str:
@@ -161,7 +222,7 @@ def _state(c: ParallelCandidate | Unavailable, cases: list[str] | None = None) -
         state(t)
         for key, case in c.cases.items()
         if cases is None or key in cases
-        for how in (case.native, case.fixed_order)
+        for how in case.reductions().values()
         for t in how.by_tensor().values()
     )
 
@@ -187,10 +248,11 @@ def diff(old: ParallelReport, new: ParallelReport, found: OpDiff) -> None:
             if case not in n.cases:
                 found.lose(f"{name}, case {case}", names=[name, case], old=_state(o, [case]))
                 continue
-            for how in ("native", "fixed_order"):
+            old_how, new_how = o.cases[case].reductions(), n.cases[case].reductions()
+            for how in (h for h in old_how if h in new_how):
                 compare_tensors(
-                    getattr(o.cases[case], how).by_tensor(),
-                    getattr(n.cases[case], how).by_tensor(),
+                    old_how[how].by_tensor(),
+                    new_how[how].by_tensor(),
                     found,
                     candidate=name,
                     reference=how,

@@ -28,7 +28,9 @@ __all__ = [
     "final_adaln_out",
     "gate_residual",
     "gate_residual_norm_modulate",
+    "gate_residual_partials",
     "norm_modulate",
+    "norm_modulate_partials",
     "timestep_mlp",
     "timestep_sinusoid",
 ]
@@ -69,6 +71,17 @@ def norm_modulate(x, w, shift, scale, idx, eps: float = 1e-5):
 def gate_residual(res, y, gate, idx):
     """res + gate[idx] * y; res, y (S, H) bf16, gate (R, H) bf16, idx (S,) int64."""
     return _rows_backend(res).gate_residual(res, y, gate, idx)
+
+
+def norm_modulate_partials(x, w, shift, scale, idx, grad, eps: float = 1e-5):
+    """The tile partials of norm_modulate's d_shift, d_scale and dw terms before their fold, and each
+    tile's table row (``reference_rows.norm_modulate_partials``)."""
+    return _rows_backend(x).norm_modulate_partials(x, w, shift, scale, idx, grad, eps)
+
+
+def gate_residual_partials(res, y, gate, idx, grad):
+    """The tile partials of gate_residual's d_gate before their fold, and each tile's table row."""
+    return _rows_backend(res).gate_residual_partials(res, y, gate, idx, grad)
 
 
 def adaln_row_gather(table, idx):

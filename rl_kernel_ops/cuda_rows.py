@@ -24,7 +24,7 @@ from ._checks import kernel_layout
 from ._row_checks import check_gate_residual, check_norm_modulate, check_row_gather
 from .reference_rows import TILE_ROWS
 
-__all__ = ["adaln_row_gather", "gate_residual", "norm_modulate"]
+__all__ = ["adaln_row_gather", "gate_residual", "gate_residual_partials", "norm_modulate", "norm_modulate_partials"]
 
 BF16 = torch.bfloat16
 
@@ -134,3 +134,36 @@ def adaln_row_gather(table, idx):
     """table[idx] on the GPU; backward a fixed-order segmented FP32 sum (see module docstring)."""
     check_row_gather(table, idx)
     return _RowGather.apply(table, idx.contiguous())
+
+
+def _tile_segments(tile_start: torch.Tensor) -> torch.Tensor:
+    """The table row of each tile, (tiles,) int64, from the plan's tile_start (R + 1,)."""
+    counts = (tile_start[1:] - tile_start[:-1]).long()
+    return torch.repeat_interleave(torch.arange(counts.shape[0], device=counts.device), counts)
+
+
+def norm_modulate_partials(x, w, shift, scale, idx, grad, eps: float = 1e-5):
+    """``reference_rows.norm_modulate_partials`` on the GPU: the tile partials the backward's
+    ``norm_modulate_bwd_partials`` kernel writes, before ``row_segment_fold``; rstd from the forward
+    kernel (row-local, so the bits the backward saves)."""
+    check_norm_modulate(x, w, shift, scale, idx, eps)
+    ops = _ops()
+    idx = idx.contiguous()
+    _, rstd = ops.norm_modulate_fwd(x, w, shift, scale, idx, float(eps))
+    perm, seg_start, tile_start, tiles = _plan(ops, idx, scale.shape[0])
+    partials = ops.norm_modulate_bwd_partials(
+        kernel_layout(grad), x, rstd, w, scale, perm, seg_start, tile_start, tiles, TILE_ROWS
+    )
+    segments = _tile_segments(tile_start)
+    return partials[:, : segments.shape[0]], segments
+
+
+def gate_residual_partials(res, y, gate, idx, grad):
+    """``reference_rows.gate_residual_partials`` on the GPU: the tile partials of
+    ``gate_residual_bwd``, before ``row_segment_fold``."""
+    check_gate_residual(res, y, gate, idx)
+    ops = _ops()
+    perm, seg_start, tile_start, tiles = _plan(ops, idx.contiguous(), gate.shape[0])
+    _, partials = ops.gate_residual_bwd(kernel_layout(grad), y, gate, perm, seg_start, tile_start, tiles, TILE_ROWS)
+    segments = _tile_segments(tile_start)
+    return partials[:, : segments.shape[0]], segments

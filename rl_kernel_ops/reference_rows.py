@@ -27,7 +27,18 @@ import torch
 
 from ._row_checks import check_gate_residual, check_norm_modulate, check_row_gather
 
-__all__ = ["TILE_ROWS", "adaln_row_gather", "gate_residual", "norm_modulate", "replay_row_sum", "rms_rstd"]
+__all__ = [
+    "TILE_ROWS",
+    "adaln_row_gather",
+    "fold_rows",
+    "fold_tiles",
+    "gate_residual",
+    "gate_residual_partials",
+    "norm_modulate",
+    "norm_modulate_partials",
+    "replay_row_sum",
+    "rms_rstd",
+]
 
 TILE_ROWS = 64  # positions per tile of a segmented sum (the CUDA kernels use the same)
 _ROW_THREADS = 128  # threads of a row block; each takes vectors round-robin
@@ -118,33 +129,67 @@ class _SegmentPlan:
             slots[None, :] < tiles_per[:, None], tile_start[:-1, None] + slots[None, :], self.tiles
         )
 
-    def segment_sums(self, hidden: int, terms) -> torch.Tensor:
-        """Fixed-order segmented sums of per-position FP32 terms -> (table_rows, hidden) FP32.
+    def tile_segments(self) -> torch.Tensor:
+        """The table row of each tile, (tiles,) int64, ascending (tiles in the plan's order)."""
+        per = (self.seg_tile_index < self.tiles).sum(1)
+        return torch.repeat_interleave(torch.arange(self.table_rows, device=per.device), per)
 
-        ``terms(cols)`` returns the (S, width) FP32 terms of the column slice ``cols``."""
+    def tile_sums(self, hidden: int, terms) -> torch.Tensor:
+        """Each tile's FP32 partial, (tiles, hidden): a running sum over the tile's positions in
+        sorted order, started from 0. ``terms(cols)`` returns the (S, width) FP32 terms of the
+        column slice ``cols``."""
         out = None
         for cols in _col_chunks(self.rows, hidden):
             t = terms(cols)
             if out is None:
-                out = t.new_empty(self.table_rows, hidden)
+                out = t.new_empty(self.tiles, hidden)
             padded = torch.cat([t, t.new_zeros(1, t.shape[1])])  # +0.0 leaves a running sum unchanged
             acc = t.new_zeros(self.tiles, t.shape[1])
             for j in range(TILE_ROWS):
                 acc = acc + padded.index_select(0, self.tile_index[:, j])
-            tiles = torch.cat([acc, t.new_zeros(1, t.shape[1])])
-            seg = t.new_zeros(self.table_rows, t.shape[1])
-            for j in range(self.seg_tile_index.shape[1]):
-                seg = seg + tiles.index_select(0, self.seg_tile_index[:, j])
-            out[:, cols] = seg
+            out[:, cols] = acc
         return out
 
+    def segment_sums(self, hidden: int, terms) -> torch.Tensor:
+        """Fixed-order segmented sums of per-position FP32 terms -> (table_rows, hidden) FP32: the
+        tiles' partials (``tile_sums``) folded per table row (``fold_tiles``)."""
+        return fold_tiles(self.tile_sums(hidden, terms), self.tile_segments(), self.table_rows)
 
-def _fold_rows(seg: torch.Tensor) -> torch.Tensor:
+
+def fold_tiles(partials: torch.Tensor, segments: torch.Tensor, table_rows: int) -> torch.Tensor:
+    """Fold tile partials (tiles, H) FP32 into (table_rows, H): table row k is
+    ``((0 + p[t0]) + p[t1]) + ...`` over the tiles whose ``segments`` entry is k, in the order they
+    appear. The one fold of the segmented sums (CUDA's ``row_segment_fold`` adds in the same order)."""
+    order = torch.argsort(segments, stable=True)
+    counts = torch.bincount(segments, minlength=table_rows)
+    start = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
+    padded = torch.cat([partials.index_select(0, order), partials.new_zeros(1, partials.shape[1])])
+    seg = partials.new_zeros(table_rows, partials.shape[1])
+    for j in range(int(counts.max()) if counts.numel() else 0):
+        slot = torch.where(j < counts, start[:-1] + j, partials.shape[0])
+        seg = seg + padded.index_select(0, slot)
+    return seg
+
+
+def fold_rows(seg: torch.Tensor) -> torch.Tensor:
     """Sum the rows of (R, H) FP32 in ascending order: ((0 + seg[0]) + seg[1]) + ..."""
     acc = seg.new_zeros(seg.shape[1])
     for k in range(seg.shape[0]):
         acc = acc + seg[k]
     return acc
+
+
+def _norm_modulate_terms(x, w, scale, idx, grad, rstd) -> dict:
+    """Per-position FP32 terms of norm_modulate's segmented sums, as functions of a column slice:
+    ``sh`` = g, ``sc`` = g * n, ``w`` = (g * p) * (rstd * x) (dw folds its per-table-row sums)."""
+    wf = w.float()
+    rcol = rstd[:, None]
+    pi = _bf(scale.float() + 1.0).index_select(0, idx)
+    return {
+        "sh": lambda c: grad[:, c].float(),
+        "sc": lambda c: grad[:, c].float() * _bf(wf[c] * (rcol * x[:, c].float())),
+        "w": lambda c: (grad[:, c].float() * pi[:, c]) * (rcol * x[:, c].float()),
+    }
 
 
 class _NormModulate(torch.autograd.Function):
@@ -182,18 +227,19 @@ class _NormModulate(torch.autograd.Function):
                 dx[r] = (rs[:, None] * a - xf * c[:, None]).to(BF16)
         if need_w or need_shift or need_scale:
             plan = _SegmentPlan(idx, scale.shape[0])
-            rcol = rstd[:, None]
-            pi = p.index_select(0, idx) if (need_w or need_scale) else None
+            terms = _norm_modulate_terms(x, w, scale, idx, grad, rstd)
             if need_shift:
-                dshift = plan.segment_sums(hidden, lambda c: grad[:, c].float()).to(BF16)
+                dshift = plan.segment_sums(hidden, terms["sh"]).to(BF16)
             if need_scale:
-                dscale = plan.segment_sums(
-                    hidden, lambda c: grad[:, c].float() * _bf(wf[c] * (rcol * x[:, c].float()))
-                ).to(BF16)
+                dscale = plan.segment_sums(hidden, terms["sc"]).to(BF16)
             if need_w:
-                seg = plan.segment_sums(hidden, lambda c: (grad[:, c].float() * pi[:, c]) * (rcol * x[:, c].float()))
-                dw = _fold_rows(seg).to(BF16)
+                dw = fold_rows(plan.segment_sums(hidden, terms["w"])).to(BF16)
         return dx, dw, dshift, dscale, None, None
+
+
+def _gate_terms(y, grad):
+    """gate_residual's d_gate terms g * y, FP32, as a function of a column slice."""
+    return lambda c: grad[:, c].float() * y[:, c].float()
 
 
 class _GateResidual(torch.autograd.Function):
@@ -220,7 +266,7 @@ class _GateResidual(torch.autograd.Function):
                 dy[r] = (grad[r].float() * gf[idx[r]]).to(BF16)
         if need_gate:
             plan = _SegmentPlan(idx, gate.shape[0])
-            dgate = plan.segment_sums(hidden, lambda c: grad[:, c].float() * y[:, c].float()).to(BF16)
+            dgate = plan.segment_sums(hidden, _gate_terms(y, grad)).to(BF16)
         return (grad if need_res else None), dy, dgate, None
 
 
@@ -259,3 +305,22 @@ def adaln_row_gather(table, idx):
     """table[idx] (a copy); d_table a segmented FP32 sum of the gradient rows, cast once."""
     check_row_gather(table, idx)
     return _RowGather.apply(table, idx)
+
+
+def norm_modulate_partials(x, w, shift, scale, idx, grad, eps: float = 1e-5):
+    """The tile partials of norm_modulate's table and weight gradients before their fold:
+    ((3, tiles, H) FP32 for d_shift, d_scale and dw's per-position terms, (tiles,) table row of
+    each tile). ``fold_tiles`` of them is bitwise the segmented sums of ``norm_modulate``'s backward
+    (then d_shift, d_scale cast once; dw = ``fold_rows`` of the third, cast once)."""
+    check_norm_modulate(x, w, shift, scale, idx, eps)
+    plan = _SegmentPlan(idx, scale.shape[0])
+    terms = _norm_modulate_terms(x, w, scale, idx, grad, rms_rstd(x, eps))
+    return torch.stack([plan.tile_sums(x.shape[1], terms[k]) for k in ("sh", "sc", "w")]), plan.tile_segments()
+
+
+def gate_residual_partials(res, y, gate, idx, grad):
+    """The tile partials of gate_residual's d_gate before their fold: ((1, tiles, H) FP32, (tiles,)
+    table row of each tile); ``fold_tiles`` of them is bitwise the backward's segmented sum."""
+    check_gate_residual(res, y, gate, idx)
+    plan = _SegmentPlan(idx, gate.shape[0])
+    return plan.tile_sums(y.shape[1], _gate_terms(y, grad))[None], plan.tile_segments()

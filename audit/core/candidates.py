@@ -14,7 +14,7 @@ import importlib
 import pkgutil
 import os
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Protocol
 
 import torch
 
@@ -23,6 +23,8 @@ from modes import Slot
 
 Forward = Callable[[dict[str, torch.Tensor]], "torch.Tensor | tuple[torch.Tensor, ...]"]
 Accepts = Callable[[dict[str, torch.Tensor], torch.device], "str | None"]
+# (this rank's input shards, its upstream-gradient shard, the ranks) -> the whole reduced gradients
+ChunkOrder = Callable[[dict[str, torch.Tensor], torch.Tensor, "Ranks"], dict[str, torch.Tensor]]
 ADAPTERS = "adapters"  # the package whose every module registers the candidates of one library
 PLUGINS_ENV = "AUDIT_PLUGINS"  # comma-separated extra modules that register candidates
 
@@ -45,6 +47,10 @@ class Candidate:
     accepts: Accepts | None = field(default=None, repr=False)  # why it cannot take these inputs' shapes
     # on this device (tensors, possibly on the meta device, in; a reason or None out); None: any shapes
     # the op allows. A refused case is unavailable with that reason; the other cases run
+    chunk_order: dict[str, ChunkOrder] = field(default_factory=dict, repr=False)  # layout -> the sharded
+    # computation of the gradients the layout reduces, each folded from chunk partials in the
+    # single-process order (``audit parallel``'s ``chunk_order`` reduction); it raises NotImplementedError
+    # (why) where it cannot run (a device whose kernels do not expose the partials)
 
     def report_name(self, mode: str) -> str:
         """``name[MODE]`` for a candidate of every mode; otherwise ``name``, or ``name@ENV`` when
@@ -56,6 +62,18 @@ class Candidate:
 
     def runs_in(self, mode: str) -> bool:
         return self.all_modes or Slot.parse(mode).mode == self.mode
+
+
+class Ranks(Protocol):
+    """The ranks a ``ChunkOrder`` runs on: ``all_gather`` returns every rank's tensor in rank order
+    (first dimensions may differ), ``broadcast`` rank ``src``'s tensor (others pass one of its shape)."""
+
+    rank: int
+    ranks: int
+
+    def all_gather(self, t: torch.Tensor) -> list[torch.Tensor]: ...
+
+    def broadcast(self, t: torch.Tensor, src: int) -> torch.Tensor: ...
 
 
 _REGISTRY: dict[tuple[str, str], Candidate] = {}

@@ -112,19 +112,21 @@ def prior_art_report(p: Plan, outcome: Outcome) -> dict:
 
 def parallel_report(p, results: dict[str, dict], sources: dict[str, str]) -> dict:
     """The ``h3_parallel`` report from ``audit.parent.parallel.run_parallel``'s results: candidates in name
-    order, each with its finished cases (native and fixed-order) and, if its run stopped, why."""
+        order, each with its finished cases (native, fixed-order and, where the candidate has one, chunk-order;
+    otherwise why not) and, if its run stopped, why."""
     entries: dict[str, dict] = {name: {"unavailable": why} for name, why in p.not_run().items()}
     for name, found in results.items():
         cases = {case: found[case] for case in map(str, p.cases) if case in found}
         if not cases and "unavailable" in found:  # stopped before its first case
             entries[name] = {"unavailable": found["unavailable"]}
             continue
+        why_not = {case.pop("no_chunk_order", None) for case in cases.values()} - {None}
         entries[name] = {
             "source": sources[name],
             "reduced": list(p.layout.reduced(p.op)),
             "seconds": found["seconds"],
             "cases": cases,
-        }
+        } | ({"no_chunk_order": "; ".join(sorted(why_not))} if why_not else {})
         if "unavailable" in found:
             entries[name]["failed"] = found["unavailable"]
     return {

@@ -3,9 +3,11 @@ and ``MASTER_PORT`` set): ``python -m torch.distributed.run ... -m audit.paralle
 
 Every rank draws the same seeded inputs as the bitwise audit (so every rank, and the single-process
 reference, computes the same problem), computes the candidate on its shard, and the ranks put the
-results back together as the layout says: gathered along a dimension, or reduced two ways, with
-the backend's all-reduce (``native``) and by summing every rank's partial in rank order
-(``fixed_order``). Rank 0 also computes the unsharded candidate and compares each combined
+results back together as the layout says: gathered along a dimension, or reduced with the
+backend's all-reduce (``native``), by summing every rank's partial in rank order (``fixed_order``)
+and, for a candidate that declares one for the layout (``Candidate.chunk_order``), by folding
+all-gathered chunk partials in the single-process order (``chunk_order``; its reason is recorded
+when it raises NotImplementedError). Rank 0 also computes the unsharded candidate and compares each combined
 tensor with it bitwise, writing one JSON line per case to the job's results file as soon as the
 case is done. A rank that raises writes ``rank<R>.failed`` with the reason and exits 1; torchrun
 then stops the others.
@@ -36,10 +38,33 @@ REDUCTIONS = ("native", "fixed_order")
 INIT_TIMEOUT_S = 300
 
 
-def gather(t: torch.Tensor, dim: int) -> torch.Tensor:
-    parts = [torch.empty_like(t) for _ in range(dist.get_world_size())]
-    dist.all_gather(parts, t.contiguous())
-    return torch.cat(parts, dim=dim)
+class DistRanks:
+    """``audit.core.candidates.Ranks`` over torch.distributed: tensors travel on ``device`` (the
+    rank's GPU under NCCL) and come back on their own device; first dimensions may differ."""
+
+    def __init__(self, device: torch.device):
+        self.rank, self.ranks, self.device = dist.get_rank(), dist.get_world_size(), device
+
+    def all_gather(self, t: torch.Tensor) -> list[torch.Tensor]:
+        sizes = [torch.zeros(1, dtype=torch.int64, device=self.device) for _ in range(self.ranks)]
+        dist.all_gather(sizes, torch.tensor([t.shape[0]], device=self.device))
+        rows = [int(n) for n in sizes]
+        padded = t.new_zeros((max(rows), *t.shape[1:]), device=self.device)
+        padded[: t.shape[0]] = t
+        parts = [torch.empty_like(padded) for _ in range(self.ranks)]
+        dist.all_gather(parts, padded)
+        return [p[:n].to(t.device) for p, n in zip(parts, rows)]
+
+    def broadcast(self, t: torch.Tensor, src: int) -> torch.Tensor:
+        out = t.to(self.device).contiguous()
+        dist.broadcast(out, src)
+        return out.to(t.device)
+
+
+def gather(t: torch.Tensor, dim: int, ranks: DistRanks) -> torch.Tensor:
+    """Every rank's slice along ``dim``, in rank order (slices may differ in size)."""
+    parts = ranks.all_gather(t.movedim(dim, 0).contiguous())
+    return torch.cat(parts).movedim(0, dim)
 
 
 def reduce(t: torch.Tensor, how: str) -> torch.Tensor:
@@ -56,7 +81,7 @@ def reduce(t: torch.Tensor, how: str) -> torch.Tensor:
     return total
 
 
-def combine(layout: Layout, outs: list[torch.Tensor], grads: dict[str, torch.Tensor]) -> dict:
+def combine(layout: Layout, outs: list[torch.Tensor], grads: dict[str, torch.Tensor], ranks: DistRanks) -> dict:
     """{reduction: (outputs, gradients)}, the whole tensors from this rank's shard as the layout puts
     them together. A gathered (or rank-0) tensor is the same object under both reductions: it is
     gathered once, and only the reduced tensors are summed each way."""
@@ -64,7 +89,7 @@ def combine(layout: Layout, outs: list[torch.Tensor], grads: dict[str, torch.Ten
     def both(t: torch.Tensor, where) -> dict[str, torch.Tensor]:
         if where in ("reduce", "replicate"):
             return {how: reduce(t, how) for how in REDUCTIONS}
-        whole = t if where == "rank0" else gather(t, where)  # rank 0's own gradient, or every rank's slice
+        whole = t if where == "rank0" else gather(t, where, ranks)  # rank 0's own gradient, or every rank's slice
         return dict.fromkeys(REDUCTIONS, whole)
 
     out_both = [both(o, layout.out) for o in outs]
@@ -81,7 +106,12 @@ def run_case(job: dict, case: int, device: torch.device) -> dict | None:
     mine = {k: shard(v, layout.placement(k), rank, ranks) for k, v in inputs.items()}
     my_grad = grad_out if layout.grad_out == "replicate" else shard(grad_out, layout.grad_out, rank, ranks)
     outs, grads = evaluate(c, op, mine, my_grad)
-    combined = combine(layout, outs, grads)
+    ranks_ = DistRanks(torch.device("cuda", torch.cuda.current_device()) if job["backend"] == "nccl" else device)
+    combined = combine(layout, outs, grads, ranks_)
+    chunked, no_chunk_order = chunk_order(c, layout, mine, my_grad, ranks_)
+    if chunked is not None:
+        fixed_outs, fixed_grads = combined["fixed_order"]
+        combined["chunk_order"] = (fixed_outs, {n: chunked.get(n, g) for n, g in fixed_grads.items()})
     if rank != 0:
         return None
     ref_outs, ref_grads = evaluate(c, op, inputs, grad_out)
@@ -92,13 +122,25 @@ def run_case(job: dict, case: int, device: torch.device) -> dict | None:
             compared[id(t)] = compare(t, ref)
         return compared[id(t)]
 
-    return {
+    result = {
         how: {
             "out": [cmp(o, r) for o, r in zip(c_outs, ref_outs)],
             "grads": {n: cmp(c_grads[n], ref_grads[n]) for n in op.grads if n in c_grads and n in ref_grads},
         }
         for how, (c_outs, c_grads) in combined.items()
     }
+    return result | ({"no_chunk_order": no_chunk_order} if no_chunk_order else {})
+
+
+def chunk_order(c, layout: Layout, mine: dict, grad: torch.Tensor, ranks: DistRanks):
+    """(the reduced gradients folded in the candidate's chunk order, None) or (None, why not)."""
+    fn = c.chunk_order.get(layout.name)
+    if fn is None:
+        return None, f"{c.name} declares no chunk order for {layout.name} (its reductions happen inside its library)"
+    try:
+        return fn(mine, grad, ranks), None
+    except NotImplementedError as exc:
+        return None, str(exc)
 
 
 def main(job_path: str) -> int:

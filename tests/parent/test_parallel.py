@@ -164,3 +164,27 @@ def test_a_forward_only_candidate_is_not_said_to_have_summed_gradients():
     assert verdict == "bitwise" and "(none reduced)" in detail
     verdict, detail = decide(candidate({"w": equal, "sh": equal}))
     assert verdict == "bitwise" and "(dw, dsh reduced)" in detail
+
+
+def test_rl_kernel_keeps_the_single_process_bits_under_the_chunk_order(tmp_path):
+    """Across ranks the naive sums of d_gate differ from one process; rl_kernel's chunk partials,
+    all-gathered and folded in the one-process order, do not, and the report counts the difference."""
+    out = tmp_path / "r.json"
+    done = audit(
+        *"parallel --op gate_residual --layout sp_rows --ranks 2 --device cpu --case 528".split(),
+        *"--candidate rl_kernel --candidate diffusers --out".split(),
+        str(out),
+        "-q",
+    )
+    assert done.returncode == 0, done.stderr
+    report = load_report(out).root
+    ours, theirs = report.results["rl_kernel"], report.results["diffusers"]
+    case = ours.cases["528"]
+    assert all(cmp.equal for cmp in case.chunk_order.by_tensor().values())
+    assert not case.fixed_order.grads["gate"].equal  # the naive sum changes it
+    assert theirs.cases["528"].chunk_order is None and "declares no chunk order" in theirs.no_chunk_order
+    found = {v.candidate: v.verdict for v in verdicts(report)}
+    assert found["rl_kernel"] == "bitwise with the chunk-order reduction"
+    shown = runner.invoke(app, ["show", "--format", "markdown", str(out)])
+    differ, numel = case.fixed_order.grads["gate"].differ, case.fixed_order.grads["gate"].numel
+    assert f"{differ:,} / {numel:,} ({100 * differ / numel:.1f} %)" in shown.output
