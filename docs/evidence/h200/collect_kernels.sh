@@ -3,7 +3,7 @@
 # repository root on the GPU machine, with the wheelhouse carried in .whl (README "GPU evidence"):
 #   bash docs/evidence/h200/collect_kernels.sh OUT_DIR
 # About 5 minutes: one case (257 rows) per op and --repeats 2 throughout.
-#   fingerprints/  audit run --op all: every candidate's CUDA kernels, forward and backward
+#   fingerprints/  audit run --op all --mode plain: every candidate's CUDA kernels, forward and backward
 #   sglang/, sglang_deepgemm/  adaln_projection under each SGLang mode, and sglang_diff.txt between
 #                  them (deep_gemm is not in the wheelhouse: sglang_deepgemm is expected to be
 #                  refused with SGLang's reason, and the sglang report's dispatch decision to
@@ -28,7 +28,7 @@ step() {  # step NAME ARGS...: run `audit ARGS`, its output to NAME.txt, its sta
   echo "$name: audit $*: exit $?, $((SECONDS - start)) s" >> "$out/times.txt"
 }
 
-step fingerprints run --op all "${common[@]}" --out "$out/fingerprints"
+step fingerprints run --op all --mode plain "${common[@]}" --out "$out/fingerprints"
 step sglang run --op adaln_projection --mode plain --mode sglang "${common[@]}" --out "$out/sglang"
 step sglang_deepgemm run --op adaln_projection --mode plain --mode sglang_deepgemm "${common[@]}" \
   --out "$out/sglang_deepgemm"
