@@ -8,7 +8,8 @@
 set -uo pipefail
 out=${1:?output directory}; what=${2:-bitwise}
 mkdir -p "$out"
-[ -d /tmp/site23/sglang ] || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site23 .whl23/*.whl 2>&1 | tail -2
+# --upgrade: a warm machine keeps /tmp/site23, and a wheel added since must still be installed there
+python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site23 .whl23/*.whl 2>&1 | tail -2
 export PYTHONPATH=/tmp/site23:$PWD PYTHONUNBUFFERED=1 COLUMNS=200
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -c "import torch,sys; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'python', sys.version.split()[0])"
