@@ -19,8 +19,9 @@ and gradients reach those inputs.
 - timestep_mlp: ``TimestepEmbedding(256, 5376, out_dim=2688)`` in FP32.
 - adaln_projection: ``MiniMaxH3AdaLayerNormModulation(2688, 5376)`` (SiLU at temb's FP32, cast to
   the BF16 weight dtype, linear). The module returns six (3T, H) chunks, views of its linear
-  layer's (T, 18H) output; a forward hook on ``module.linear`` hands back that output itself (the
-  same bits as the chunks put back together), so the timing holds no copy.
+  layer's (T, 18H) output; a forward hook on ``module.linear`` hands back that output itself and
+  stops forward there (the same bits as the chunks put back together), so the timing holds no copy
+  and a tp_column shard of w, whose width forward could not view as six tables, runs too.
 Every diffusers candidate requires that module: where diffusers is missing or has no MiniMax-H3,
 the candidate is unavailable with that reason (it is never replaced by the same ops written here).
 The GEMM ops run in every mode, as ``diffusers[MODE]``.
@@ -196,12 +197,26 @@ def timestep_mlp(t: dict[str, torch.Tensor]) -> torch.Tensor:
     all_modes=True,
 )
 def adaln_projection(t: dict[str, torch.Tensor]) -> torch.Tensor:
-    temb = t["temb"]
     module = _adaln_modulation()
-    projected: list[torch.Tensor] = []
-    hook = module.linear.register_forward_hook(lambda linear, args, out: projected.append(out))
+
+    def stop(linear, args, out):
+        raise _Projected(out)
+
+    hook = module.linear.register_forward_hook(stop)
     try:
-        functional_call(module, {"linear.weight": t["w"], "linear.bias": t["b"]}, (temb,))
+        functional_call(module, {"linear.weight": t["w"], "linear.bias": t["b"]}, (t["temb"],))
+    except _Projected as projected:
+        return projected.out
     finally:
         hook.remove()
-    return projected[0]
+    raise RuntimeError(f"{_prefix()} MiniMaxH3AdaLayerNormModulation.forward never called its linear layer")
+
+
+class _Projected(Exception):
+    """Carries the module's linear output out of its forward, which stops there: what forward does
+    next (a view into (-1, 6H) and six chunks) adds no rounding, and needs all 18H output features,
+    which a tp_column shard of w does not have."""
+
+    def __init__(self, out: torch.Tensor):
+        super().__init__("the linear layer's output")
+        self.out = out

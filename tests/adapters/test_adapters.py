@@ -332,3 +332,13 @@ def test_megatron_source_commit(monkeypatch, tmp_path):
     head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     monkeypatch.setenv(adapters.megatron.SRC_ENV, str(tmp_path))
     assert adapters.megatron.source_commit() == head[:7]
+
+
+def test_diffusers_adaln_projection_takes_a_column_shard():
+    # MiniMaxH3AdaLayerNormModulation views its output as six H-wide tables, which half the output
+    # features are not: the reference stops after the linear layer, so a tp_column rank runs it
+    t = draw_inputs(get_op("adaln_projection"), 1, seed=1)
+    whole = get_candidate("adaln_projection", "diffusers").forward(t)
+    half = t["w"].shape[0] // 2
+    shard = get_candidate("adaln_projection", "diffusers").forward({**t, "w": t["w"][half:], "b": t["b"][half:]})
+    assert shard.shape == (1, half) and torch.equal(shard, whole[:, half:])
