@@ -77,8 +77,9 @@ fresh output in place, and gates into the residual:
   96768), compared with the on-the-fly projections. As a single-GPU rollout: the module's
   ``get_tp_world_size`` is held at 1 while it builds (no distributed group exists in the audit's
   process). Forward only; its latency includes writing the file and building the cache, so it is
-  not a speed figure. A prior-art sub-batch builds the plan at the sub-batch's T, which is where
-  the engine's own warning (cuBLAS picks kernels by M) would show.
+  not a speed figure (the file is written once per distinct w and b). A prior-art sub-batch builds
+  the plan at the sub-batch's T, which is where the engine's own warning (cuBLAS picks kernels by
+  M) would show.
 Under an SGLang without these kernels (0.5.10) each is unavailable naming the version and the
 missing name.
 """
@@ -394,33 +395,51 @@ _ADALN_CACHE = "sglang.multimodal_gen.runtime.models.dits.minimax_h3_adaln_cache
     requires=(f"{_ADALN_CACHE}:MiniMaxH3AdalnCache", "safetensors"),
 )
 def sglang_adaln_cache(t: dict[str, torch.Tensor]) -> torch.Tensor:
-    from safetensors.torch import save_file
-
     module = importlib.import_module(_ADALN_CACHE)
     temb, w, b = t["temb"], t["w"], t["b"]
     rows, hidden = temb.shape[0], w.shape[0] // 18
     timesteps = torch.arange(1, rows + 1, dtype=torch.float32) / (rows + 1)  # one plan: T distinct keys
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "adaln.safetensors")
-        zero = w.new_zeros(2 * hidden, w.shape[1])
+    arch = types.SimpleNamespace(num_layers=1, hidden_size=hidden)
+    cache = module.MiniMaxH3AdalnCache(arch, weight_files=[_checkpoint(w, b)], max_plans=1, max_plan_width=rows)
+    cache.load(temb.device)
+    world = module.get_tp_world_size
+    module.get_tp_world_size = lambda: 1
+    try:
+        cache.build([timesteps], embed=lambda ts: torch.nn.functional.silu(temb).to(torch.bfloat16))
+    finally:
+        module.get_tp_world_size = world
+    slot = cache.lookup(timesteps.to(temb.device))
+    return cache.block_params[slot, :rows, 0].clone()
+
+
+_CHECKPOINT: dict[str, object] = {}  # the last weights written: "w", "b", "path", and the folder holding it
+
+
+def _checkpoint(w: torch.Tensor, b: torch.Tensor) -> str:
+    """A safetensors file holding ``w`` and ``b`` as layer 0's ``adaln_proj.linear`` (the final
+    layer's projection as zeros), as the cache's rebuild reads a checkpoint. The file of the last
+    weights is kept and reused while the weights are bitwise the same (every case and check of a
+    run shares them), so a call does not write 500 MB."""
+    same = _CHECKPOINT and all(
+        _CHECKPOINT[k].shape == v.shape and torch.equal(_CHECKPOINT[k].view(torch.int16), v.detach().view(torch.int16))
+        for k, v in (("w", w), ("b", b))
+    )
+    if not same:
+        from safetensors.torch import save_file
+
+        folder = tempfile.TemporaryDirectory()
+        path = os.path.join(folder.name, "adaln.safetensors")
+        zero = w.new_zeros(2 * (w.shape[0] // 18), w.shape[1])
         tensors = {
             "blocks.0.adaln_proj.linear.weight": w,
             "blocks.0.adaln_proj.linear.bias": b,
             "final_layer.adaln_proj.linear.weight": zero,
-            "final_layer.adaln_proj.linear.bias": zero[:, 0].contiguous(),
+            "final_layer.adaln_proj.linear.bias": zero[:, 0],
         }
         save_file({k: v.detach().contiguous() for k, v in tensors.items()}, path)
-        arch = types.SimpleNamespace(num_layers=1, hidden_size=hidden)
-        cache = module.MiniMaxH3AdalnCache(arch, weight_files=[path], max_plans=1, max_plan_width=rows)
-        cache.load(temb.device)
-        world = module.get_tp_world_size
-        module.get_tp_world_size = lambda: 1
-        try:
-            cache.build([timesteps], embed=lambda ts: torch.nn.functional.silu(temb).to(torch.bfloat16))
-        finally:
-            module.get_tp_world_size = world
-        slot = cache.lookup(timesteps.to(temb.device))
-        return cache.block_params[slot, :rows, 0].clone()
+        _CHECKPOINT.clear()
+        _CHECKPOINT.update(w=w.detach().clone(), b=b.detach().clone(), path=path, folder=folder)
+    return _CHECKPOINT["path"]
 
 
 def _deepgemm_routes() -> bool:

@@ -206,3 +206,20 @@ def test_a_half_failed_import_keeps_its_first_reason(tmp_path):
     assert done.returncode == 0, done.stderr
     reason = "import halfpkg.part failed: ModuleNotFoundError: No module named 'halfpkg_missing_dependency'"
     assert done.stdout.splitlines() == [reason, reason]
+
+
+def test_the_adaln_cache_checkpoint_holds_the_weights_and_is_written_once_per_weights():
+    from safetensors.torch import load_file
+
+    w = torch.randn(18 * 8, 16).to(torch.bfloat16)
+    b = torch.randn(18 * 8).to(torch.bfloat16)
+    path = adapters.sglang._checkpoint(w, b)
+    stored = load_file(path)
+    assert torch.equal(stored["blocks.0.adaln_proj.linear.weight"], w)
+    assert torch.equal(stored["blocks.0.adaln_proj.linear.bias"], b)
+    assert stored["final_layer.adaln_proj.linear.weight"].shape == (16, 16)
+    assert adapters.sglang._checkpoint(w.clone(), b.clone()) == path  # bitwise the same weights: reused
+    moved = w.clone()
+    moved[0, 0] = -moved[0, 0] if moved[0, 0] != 0 else 1
+    other = adapters.sglang._checkpoint(moved, b)
+    assert other != path and torch.equal(load_file(other)["blocks.0.adaln_proj.linear.weight"], moved)
