@@ -10,9 +10,14 @@ went through a reduction under the layout; every other tensor was gathered, each
 by one rank. A run that stopped (a rank failed, or the run timed out) keeps its finished cases and
 says why in ``failed``.
 
-Verdicts, one per candidate, over every case (``decide``): ``bitwise``, ``bitwise with the
-fixed-order reduction``, ``bitwise with the chunk-order reduction``, ``gathered bitwise``,
-``differs`` or ``unavailable``. Reports are matched
+With ``repeats`` N > 1 (``--repeats``) the sharded step and the single process each ran N times:
+every comparison carries ``repeatable`` as in the bitwise report, and
+``single_process_repeat_differ`` gives the single process's own repeats per tensor, so that a
+candidate's own nondeterminism is told apart from sharding's.
+
+Verdicts, one per candidate, over every case (``decide``): ``nondeterministic``, ``bitwise``,
+``bitwise with the fixed-order reduction``, ``bitwise with the chunk-order reduction``,
+``gathered bitwise``, ``differs`` or ``unavailable``. Reports are matched
 in a diff by op and layout.
 """
 
@@ -23,11 +28,12 @@ from typing import Literal
 from pydantic import Field
 
 from .changes import EnvChange, OpDiff, State, availability, compare_tensors, reason, state, worst
-from .schema import CaseComparison, CaseKey, Environment, ReportBase, Strict, Unavailable
+from .schema import CaseComparison, CaseKey, Count, Cmp, Environment, ReportBase, Strict, Unavailable
 from .tables import CPU_NOTE, Cell, Section, View, cmp_cell, verdict_section, visible
 from .verdict import Status, Verdict
 
 STATUSES: dict[str, Status] = {
+    "nondeterministic": "nd",
     "bitwise": "ok",
     "bitwise with the fixed-order reduction": "partial",
     "bitwise with the chunk-order reduction": "ok",
@@ -44,6 +50,9 @@ class ParallelCase(Strict):
     native: CaseComparison
     fixed_order: CaseComparison
     chunk_order: CaseComparison | None = None
+    # per tensor label, the most elements that differed between two single-process runs; absent:
+    # repeatability not checked (--repeats 1, or a report from before the check)
+    single_process_repeat_differ: dict[str, Count] | None = None
 
     def reductions(self) -> dict[str, CaseComparison]:
         """The comparisons this case has, by reduction, in ``REDUCTIONS`` order."""
@@ -67,31 +76,69 @@ class ParallelReport(ReportBase):
     backend: str
     nccl_environment: dict[str, str]
     cases: list[int]
+    repeats: int | None = Field(default=None, ge=1)  # runs of each side per case; absent: before --repeats
     results: dict[str, ParallelCandidate | Unavailable]
 
 
+def kept(cmp: Cmp) -> bool:
+    """Whether a comparison keeps the single-process bits: equal, and not known to be unrepeatable."""
+    return cmp.equal and cmp.repeatable is not False
+
+
 def decide(c: ParallelCandidate) -> tuple[str, str]:
-    """One candidate's verdict over every case: ``bitwise`` (everything equal with either naive
-    reduction), ``bitwise with the fixed-order reduction`` (only then), ``bitwise with the
-    chunk-order reduction`` (every case has it and it alone is equal), ``gathered bitwise`` (the
-    gathered tensors equal, some reduced one differs every way), ``differs`` (a gathered tensor
-    differs) or ``unavailable`` (no case finished)."""
+    """One candidate's verdict over every case: ``nondeterministic`` (the single process itself does
+    not repeat some tensor's bits: the candidate's own nondeterminism, not sharding's),
+    ``bitwise`` (everything equal with either naive reduction), ``bitwise with the fixed-order
+    reduction`` (only then), ``bitwise with the chunk-order reduction`` (every case has it and it
+    alone is equal), ``gathered bitwise`` (the gathered tensors equal, some reduced one differs every
+    way), ``differs`` (a gathered tensor differs) or ``unavailable`` (no case finished). A
+    comparison counts as equal only when it is also repeatable (or not checked): a sharded step
+    whose runs differ while the single process's do not is sharding's doing, and counts as a
+    difference of that reduction."""
     if not c.cases:
         return "unavailable", c.failed or "no case finished"
     stopped = f"; stopped early: {c.failed}" if c.failed else ""
+    own: dict[str, int] = {}
+    for case in c.cases.values():
+        for t, n in (case.single_process_repeat_differ or {}).items():
+            if n:
+                own[t] = max(own.get(t, 0), n)
+    if own:
+        return (
+            "nondeterministic",
+            f"one process does not repeat its own bits for {', '.join(own)} (up to {max(own.values()):,} elements "
+            f"differ between its runs): sharding cannot be judged on them{stopped}",
+        )
+    compared = [
+        cmp for case in c.cases.values() for how in case.reductions().values() for cmp in how.by_tensor().values()
+    ]
+    unrepeatable = list(
+        dict.fromkeys(
+            t
+            for case in c.cases.values()
+            for how in case.reductions().values()
+            for t, cmp in how.by_tensor().items()
+            if cmp.repeatable is False
+        )
+    )
+    stopped = (
+        f"; the sharded runs differ from each other in {', '.join(unrepeatable)}" if unrepeatable else ""
+    ) + stopped
+    repeatable = ", repeatably" if compared and all(cmp.repeatable for cmp in compared) else ""
     differ = {
-        how: [t for case in c.cases.values() for t, cmp in getattr(case, how).by_tensor().items() if not cmp.equal]
+        how: [t for case in c.cases.values() for t, cmp in getattr(case, how).by_tensor().items() if not kept(cmp)]
         for how in ("native", "fixed_order")
     }
     gathered = [t for t in dict.fromkeys(differ["native"] + differ["fixed_order"]) if t not in c.reduced]
     if gathered:
         return "differs", f"gathered {', '.join(gathered)} differ from the single process{stopped}"
     if not differ["native"] and not differ["fixed_order"]:
-        compared = {t for case in c.cases.values() for t in case.native.by_tensor()}
-        summed = [t for t in c.reduced if t in compared]  # a forward-only candidate has no gradients to sum
+        compared_names = {t for case in c.cases.values() for t in case.native.by_tensor()}
+        summed = [t for t in c.reduced if t in compared_names]  # a forward-only candidate has no gradients to sum
         return (
             "bitwise",
-            f"every tensor bitwise equal with either reduction ({', '.join(summed) or 'none'} reduced){stopped}",
+            f"every tensor bitwise equal with either reduction{repeatable} ({', '.join(summed) or 'none'} reduced)"
+            f"{stopped}",
         )
     if not differ["fixed_order"]:
         return (
@@ -100,11 +147,11 @@ def decide(c: ParallelCandidate) -> tuple[str, str]:
         )
     naive = ", ".join(dict.fromkeys(differ["fixed_order"]))
     chunked = [case.chunk_order for case in c.cases.values()]
-    if all(ch is not None and all(cmp.equal for cmp in ch.by_tensor().values()) for ch in chunked):
+    if all(ch is not None and all(kept(cmp) for cmp in ch.by_tensor().values()) for ch in chunked):
         return (
             "bitwise with the chunk-order reduction",
-            f"chunk partials folded in the single-process order keep every tensor; the naive sums change "
-            f"{naive}{stopped}",
+            f"chunk partials folded in the single-process order keep every tensor{repeatable}; the naive sums "
+            f"change {naive}{stopped}",
         )
     no_chunks = f"; chunk order: {c.no_chunk_order}" if c.no_chunk_order else ""
     return (
@@ -162,6 +209,7 @@ def sections(report: ParallelReport, view: View = View()) -> list[Section]:
     head = Section(
         f"{report.op}: {report.layout} over {report.ranks} ranks ({report.backend}) vs one process",
         f"{env.gpu or 'CPU'} · torch {env.torch} · CUDA {env.cuda} · cases {', '.join(map(str, report.cases))}"
+        + (f" · {report.repeats} runs of each side" if report.repeats else "")
         + "".join(f" · {k}={v}" for k, v in report.nccl_environment.items())
         + (CPU_NOTE if env.gpu is None else ""),
     )

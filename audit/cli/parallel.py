@@ -76,6 +76,16 @@ def parallel(
         ),
     ] = None,
     device: DeviceOpt = Device.auto,
+    repeats: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=100,
+            help="Times each side (the sharded step, every reduction included, and the single process) computes "
+            "each case (1-100); a comparison whose runs differ on either side is marked not repeatable "
+            "(nondeterministic). 1 turns the check off.",
+        ),
+    ] = 2,
     out: OutOpt = None,
     timeout: TimeoutOpt = 3600.0,
     inherit_env: InheritEnvOpt = None,
@@ -88,7 +98,8 @@ def parallel(
 ) -> None:
     """Shard an op across --ranks processes under torchrun and compare the combined output and
     gradients with the same candidate in one process, bitwise: gathered tensors, and reduced ones
-    with the backend's all-reduce and with a fixed-order sum of every rank's partial. Writes an
+    with the backend's all-reduce, with a fixed-order sum of every rank's partial and, for a
+    candidate that declares one, in its chunk order; each side runs --repeats times. Writes an
     h3_parallel report. A rank that fails stops every rank; the report says which and why."""
     checks.selection(op, None, candidate)
     if op == "all":
@@ -124,6 +135,7 @@ def parallel(
         device=checks.device(device),
         cases=chosen,
         candidate=candidate,
+        repeats=repeats,
         inherit=inherit,
     )
     sources = {c.name: c.source("plain", plan.device) for c in plan.candidates}
@@ -143,7 +155,7 @@ def parallel(
     )
 
 
-def _plan(op: str, layout: str, *, ranks: int, backend, device, cases, candidate, inherit):
+def _plan(op: str, layout: str, *, ranks: int, backend, device, cases, candidate, repeats: int, inherit):
     """The checked plan: ranks within ``rank_limit``, a backend that fits the device, and at least
     one candidate that can take the shards; otherwise a usage error before anything starts."""
     from audit.core.ops import get_op
@@ -160,7 +172,15 @@ def _plan(op: str, layout: str, *, ranks: int, backend, device, cases, candidate
     if ranks > limit:
         raise checks.usage_error(f"--ranks {ranks}: {why.format(n=limit)}")
     plan = plan_parallel(
-        get_op(op), layout, ranks=ranks, backend=backend, device=device, cases=cases, names=candidate, inherit=inherit
+        get_op(op),
+        layout,
+        ranks=ranks,
+        backend=backend,
+        device=device,
+        cases=cases,
+        names=candidate,
+        repeats=repeats,
+        inherit=inherit,
     )
     named = [n for n in candidate or [] if n in plan.cannot_shard]
     if named:

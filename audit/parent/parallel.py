@@ -2,8 +2,9 @@
 
 For each candidate, one ``torchrun`` with N ranks (``audit.worker.rank``) computes every case on
 shards as the layout says and compares the combined output and gradients with the same candidate
-unsharded, bitwise, for both reductions (the backend's all-reduce, and every rank's partial summed
-in rank order). A candidate whose run fails (a rank raising, crashing or timing out) becomes
+unsharded, bitwise, for every reduction (the backend's all-reduce, every rank's partial summed
+in rank order, and a candidate's own chunk order), each side run ``repeats`` times. A candidate
+whose run fails (a rank raising, crashing or timing out) becomes
 ``{"unavailable": "rank R ...: reason"}``: torchrun stops every rank when one fails, and a run that
 passes ``--timeout`` has torchrun and every rank killed, so nothing hangs. Cases finished before
 a failure are kept.
@@ -49,6 +50,7 @@ class ParallelPlan:
     backend: str
     device: torch.device
     cases: list[int]
+    repeats: int  # runs of each side (sharded and single process) per case
     candidates: list[Candidate]
     cannot_shard: dict[str, str]  # candidates that cannot take this layout's shards, with why
     unavailable: dict[str, str]  # candidates that cannot run here at all (library, device), with why
@@ -97,6 +99,7 @@ def plan_parallel(
     device: torch.device,
     cases: list[int] | None,
     names: list[str] | None,
+    repeats: int = 2,
     inherit: tuple[str, ...] = (),
 ) -> ParallelPlan:
     """Candidates that run in plain mode for ``op`` (or those named), each checked against the
@@ -120,6 +123,7 @@ def plan_parallel(
         backend or default_backend(device),
         device,
         cases,
+        repeats,
         runnable,
         cannot_shard,
         unavailable,
@@ -158,6 +162,7 @@ def run_candidate(p: ParallelPlan, c: Candidate, *, timeout: float, workdir: Pat
         "layout": p.layout.name,
         "candidate": c.name,
         "cases": p.cases,
+        "repeats": p.repeats,
         "device": str(p.device),
         "backend": p.backend,
         "folder": str(folder),

@@ -7,10 +7,12 @@ results back together as the layout says: gathered along a dimension, or reduced
 backend's all-reduce (``native``), by summing every rank's partial in rank order (``fixed_order``)
 and, for a candidate that declares one for the layout (``Candidate.chunk_order``), by folding
 all-gathered chunk partials in the single-process order (``chunk_order``; its reason is recorded
-when it raises NotImplementedError). Rank 0 also computes the unsharded candidate and compares each combined
-tensor with it bitwise, writing one JSON line per case to the job's results file as soon as the
-case is done. A rank that raises writes ``rank<R>.failed`` with the reason and exits 1; torchrun
-then stops the others.
+when it raises NotImplementedError). Rank 0 also computes the unsharded candidate and compares
+each combined tensor with it bitwise, writing one JSON line per case to the job's results file as
+soon as the case is done. With the job's ``repeats`` N > 1, the sharded step (every reduction
+included) and the single process each run N times, and each comparison says whether it is
+repeatable, as in the bitwise audit (``audit.worker.bitwise``). A rank that raises writes
+``rank<R>.failed`` with the reason and exits 1; torchrun then stops the others.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from audit.core.candidates import get_candidate, load_adapters
 from audit.core.packages import bounded, error_text
 from audit.core.compare import compare
 from audit.core.evaluate import evaluate
+from audit.worker.bitwise import evaluate_repeated, record_repeat, tensors_of, with_repeatability
 from audit.core.inputs import draw_grad_out, draw_inputs
 from audit.core.layouts import Layout, layout_for, shard
 from audit.core.ops import get_op
@@ -97,38 +100,66 @@ def combine(layout: Layout, outs: list[torch.Tensor], grads: dict[str, torch.Ten
     return {how: ([o[how] for o in out_both], {n: g[how] for n, g in grad_both.items()}) for how in REDUCTIONS}
 
 
+def sharded_step(c, op, layout: Layout, mine: dict, grad: torch.Tensor, ranks: DistRanks) -> tuple[dict, str | None]:
+    """One sharded evaluation put back together: ({reduction: (outputs, gradients)}, why there is
+    no chunk-order reduction or None)."""
+    outs, grads = evaluate(c, op, mine, grad)
+    combined = combine(layout, outs, grads, ranks)
+    chunked, no_chunk_order = chunk_order(c, layout, mine, grad, ranks)
+    if chunked is not None:
+        fixed_outs, fixed_grads = combined["fixed_order"]
+        combined["chunk_order"] = (fixed_outs, {n: chunked.get(n, g) for n, g in fixed_grads.items()})
+    return combined, no_chunk_order
+
+
+def label(key: str) -> str:
+    """A tensor key of ``tensors_of`` (``out.0``, ``grad.x``) as the report labels it (``out``, ``dx``)."""
+    kind, name = key.split(".", 1)
+    return "out" if kind == "out" else f"d{name}"
+
+
 def run_case(job: dict, case: int, device: torch.device) -> dict | None:
+    """Rank 0: {reduction: comparison} for this case; other ranks: None. With ``repeats`` N > 1 both
+    sides run N times; a comparison is repeatable when every run of both sides gave the same bits,
+    and ``single_process_repeat_differ`` gives the single process's own repeats per tensor."""
     op, layout = get_op(job["op"]), layout_for(job["op"], job["layout"])
     c = get_candidate(op.name, job["candidate"])
-    rank, ranks = dist.get_rank(), dist.get_world_size()
+    rank, ranks, repeats = dist.get_rank(), dist.get_world_size(), job["repeats"]
     inputs = {k: v.to(device) for k, v in draw_inputs(op, case, seed=case).items()}
     grad_out = draw_grad_out(op, case, seed=case).to(device)
     mine = {k: shard(v, layout.placement(k), rank, ranks) for k, v in inputs.items()}
     my_grad = grad_out if layout.grad_out == "replicate" else shard(grad_out, layout.grad_out, rank, ranks)
-    outs, grads = evaluate(c, op, mine, my_grad)
     ranks_ = DistRanks(torch.device("cuda", torch.cuda.current_device()) if job["backend"] == "nccl" else device)
-    combined = combine(layout, outs, grads, ranks_)
-    chunked, no_chunk_order = chunk_order(c, layout, mine, my_grad, ranks_)
-    if chunked is not None:
-        fixed_outs, fixed_grads = combined["fixed_order"]
-        combined["chunk_order"] = (fixed_outs, {n: chunked.get(n, g) for n, g in fixed_grads.items()})
+    combined, no_chunk_order = sharded_step(c, op, layout, mine, my_grad, ranks_)
+    first = {how: tensors_of(result) for how, result in combined.items()}
+    sharded_repeats = {how: dict.fromkeys(tensors, 0) for how, tensors in first.items()} if repeats > 1 else None
+    for _ in range(repeats - 1):
+        again, _ = sharded_step(c, op, layout, mine, my_grad, ranks_)
+        if sharded_repeats is not None and rank == 0:
+            for how, result in again.items():
+                record_repeat(sharded_repeats[how], first[how], tensors_of(result))
     if rank != 0:
         return None
-    ref_outs, ref_grads = evaluate(c, op, inputs, grad_out)
-    compared: dict[int, dict] = {}  # a tensor shared by both reductions is compared once
+    reference, ref_repeats = evaluate_repeated(c, op, inputs, grad_out, repeats)
+    ref_tensors = tensors_of(reference)
+    compared: dict[int, dict] = {}  # a tensor shared by reductions is compared once
 
-    def cmp(t: torch.Tensor, ref: torch.Tensor) -> dict:
+    def cmp(how: str, key: str) -> dict:
+        t = first[how][key]
         if id(t) not in compared:
-            compared[id(t)] = compare(t, ref)
-        return compared[id(t)]
+            compared[id(t)] = compare(t, ref_tensors[key])
+        mine = sharded_repeats[how] if sharded_repeats is not None else None
+        return with_repeatability(compared[id(t)], key, mine, ref_repeats)
 
-    result = {
+    result: dict = {
         how: {
-            "out": [cmp(o, r) for o, r in zip(c_outs, ref_outs)],
-            "grads": {n: cmp(c_grads[n], ref_grads[n]) for n in op.grads if n in c_grads and n in ref_grads},
+            "out": [cmp(how, f"out.{i}") for i in range(min(len(reference[0]), len(combined[how][0])))],
+            "grads": {n: cmp(how, f"grad.{n}") for n in op.grads if f"grad.{n}" in first[how] and n in reference[1]},
         }
-        for how, (c_outs, c_grads) in combined.items()
+        for how in combined
     }
+    if ref_repeats is not None:
+        result["single_process_repeat_differ"] = {label(k): n for k, n in ref_repeats.items()}
     return result | ({"no_chunk_order": no_chunk_order} if no_chunk_order else {})
 
 
