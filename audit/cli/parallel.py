@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli import checks
-from audit.cli.app import app
+from audit.cli.app import app, err
 from audit.cli.options import (
     AllowMissingOpt,
     BaselineOpt,
@@ -28,9 +28,12 @@ from audit.core.names import LAYOUT_NAMES, OP_NAMES
 from reports.io import MAX_REPORT_MB
 
 
+GLOO_SHARED_RANKS = 8  # gloo ranks allowed beyond the cores: they take turns on them
+
+
 def rank_limit(backend: str) -> tuple[int, str]:
-    """(the most ranks ``backend`` may start here, what bounds it): gloo ranks share the CPU cores,
-    so at most one rank per core; NCCL needs one GPU per rank."""
+    """(the most ranks ``backend`` may start here, what bounds it): NCCL needs one GPU per rank;
+    gloo ranks share the CPU cores, one per core or up to ``GLOO_SHARED_RANKS`` taking turns."""
     if backend == "nccl":
         import torch
 
@@ -38,7 +41,11 @@ def rank_limit(backend: str) -> tuple[int, str]:
             torch.cuda.device_count(),
             "NCCL needs one GPU per rank and {n} are visible (--backend gloo lets ranks share one)",
         )
-    return os.cpu_count() or 1, "gloo ranks share the CPU: at most one per core, and this machine has {n}"
+    cores = os.cpu_count() or 1
+    return (
+        max(cores, GLOO_SHARED_RANKS),
+        f"gloo ranks share the CPU: one per core ({cores} here), or up to {GLOO_SHARED_RANKS} taking turns",
+    )
 
 
 @app.command()
@@ -56,7 +63,8 @@ def parallel(
         int,
         typer.Option(
             "--ranks",
-            help="Processes, one shard each (torchrun); 2 to the CPU count (gloo) or the GPU count (nccl).",
+            help="Processes, one shard each (torchrun); with gloo 2 to the CPU count or 8, whichever is more "
+            "(ranks beyond the cores take turns on them); with nccl 2 to the GPU count.",
         ),
     ] = 2,
     backend: Annotated[
@@ -171,6 +179,12 @@ def _plan(op: str, layout: str, *, ranks: int, backend, device, cases, candidate
     limit, why = rank_limit(backend)
     if ranks > limit:
         raise checks.usage_error(f"--ranks {ranks}: {why.format(n=limit)}")
+    cores = os.cpu_count() or 1
+    if backend == "gloo" and ranks > cores:
+        err.print(
+            f"[yellow]--ranks {ranks}: more gloo ranks than the {cores} CPU cores; they take turns (slower, and "
+            "the report's seconds count the waiting)[/]"
+        )
     plan = plan_parallel(
         get_op(op),
         layout,

@@ -1,6 +1,7 @@
 """``audit parallel`` under torchrun with gloo on the CPU, 2 ranks: what sharding keeps bitwise."""
 
 import json
+import os
 
 import pytest
 from typer.testing import CliRunner
@@ -99,7 +100,7 @@ def test_a_failing_rank_stops_every_rank_and_is_reported(tmp_path):
         (["--op", "gate_residual", "--layout", "sp_rows", "--case", "3"], "does not split into 2 equal shards"),
         (["--op", "gate_residual", "--layout", "sp_rows", "--backend", "nccl", "--device", "cpu"], "use gloo"),
         (["--op", "gate_residual", "--layout", "diagonal"], "unknown layout"),
-        (["--op", "gate_residual", "--layout", "sp_rows", "--ranks", "1000"], "at most one per core"),
+        (["--op", "gate_residual", "--layout", "sp_rows", "--ranks", "1000"], "one per core"),
         (["--op", "gate_residual", "--layout", "sp_rows", "--case", "99999999999999999999"], "--case"),
     ],
 )
@@ -244,3 +245,25 @@ def test_sharded_runs_that_differ_count_against_the_reduction_not_the_candidate(
     assert verdict == "bitwise" and "repeatably" in detail
     verdict, detail = decide(candidate({k: v for k, v in equal.items() if k != "repeatable"}, None))
     assert verdict == "bitwise" and "repeatably" not in detail  # --repeats 1: not checked, not claimed
+
+
+@pytest.mark.parametrize("op, ranks", [("gate_residual", 4), ("norm_modulate", 8)])
+def test_rl_kernel_keeps_the_single_process_bits_at_4_and_8_gloo_ranks(tmp_path, op, ranks):
+    """Real gloo ranks beyond this machine's cores: rl_kernel's chunk order keeps every tensor
+    bitwise while the naive sums change the table gradients; ranks beyond the cores are warned of."""
+    out = tmp_path / "r.json"
+    done = audit(
+        *f"parallel --op {op} --layout sp_rows --ranks {ranks} --device cpu --case 528 --repeats 1".split(),
+        *"--candidate rl_kernel --out".split(),
+        str(out),
+        "-q",
+    )
+    assert done.returncode == 0, done.stderr
+    assert ("take turns" in done.stderr) == (ranks > (os.cpu_count() or 1))
+    report = load_report(out).root
+    assert report.ranks == ranks
+    case = report.results["rl_kernel"].cases["528"]
+    assert case.chunk_order is not None and all(cmp.equal for cmp in case.chunk_order.by_tensor().values())
+    naive = case.fixed_order.by_tensor()
+    assert any(not naive[t].equal for t in report.results["rl_kernel"].reduced)
+    assert [v.verdict for v in verdicts(report)] == ["bitwise with the chunk-order reduction"]
