@@ -24,7 +24,7 @@ from audit.cli.options import (
     TimeoutOpt,
 )
 from audit.cli.session import Work, execute, gate_for, junit_path, report_paths
-from audit.core.names import LAYOUT_NAMES, OP_NAMES
+from audit.core.names import LAYOUT_NAMES, OP_NAMES, UNEVEN_RULE
 from reports.io import MAX_REPORT_MB
 
 
@@ -56,7 +56,7 @@ def parallel(
         typer.Option(
             "--layout",
             help="tp_column (output features split; GEMM ops), tp_row (the reduction split, partial outputs "
-            "summed; GEMM ops) or sp_rows (rows split, table and parameter gradients summed).",
+            f"summed; GEMM ops) or sp_rows (rows split, table and parameter gradients summed); {UNEVEN_RULE}.",
         ),
     ],
     ranks: Annotated[
@@ -164,10 +164,12 @@ def parallel(
 
 
 def _plan(op: str, layout: str, *, ranks: int, backend, device, cases, candidate, repeats: int, inherit):
-    """The checked plan: ranks within ``rank_limit``, a backend that fits the device, and at least
-    one candidate that can take the shards; otherwise a usage error before anything starts."""
+    """The checked plan: ranks within ``rank_limit``, a backend that fits the device, cases that the
+    ranks can split (``layouts.split_problem``) and at least one candidate that can take the shards;
+    otherwise a usage error before anything starts."""
+    from audit.core.layouts import layout_for, split_problem
     from audit.core.ops import get_op
-    from audit.parent.parallel import plan_parallel
+    from audit.parent.parallel import default_cases, plan_parallel
 
     backend = backend or ("nccl" if device.type == "cuda" else "gloo")
     if backend not in ("gloo", "nccl") or (backend == "nccl" and device.type != "cuda"):
@@ -179,6 +181,11 @@ def _plan(op: str, layout: str, *, ranks: int, backend, device, cases, candidate
     limit, why = rank_limit(backend)
     if ranks > limit:
         raise checks.usage_error(f"--ranks {ranks}: {why.format(n=limit)}")
+    spec, shards = get_op(op), layout_for(op, layout)
+    cases = cases or default_cases(spec, shards, ranks, device)
+    for rows in cases:
+        if why := split_problem(spec, shards, rows, ranks):
+            raise checks.usage_error(f"--ranks {ranks}, case {rows}: {why}")
     cores = os.cpu_count() or 1
     if backend == "gloo" and ranks > cores:
         err.print(
@@ -186,7 +193,7 @@ def _plan(op: str, layout: str, *, ranks: int, backend, device, cases, candidate
             "the report's seconds count the waiting)[/]"
         )
     plan = plan_parallel(
-        get_op(op),
+        spec,
         layout,
         ranks=ranks,
         backend=backend,

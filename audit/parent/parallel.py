@@ -23,7 +23,7 @@ from typing import Callable
 import torch
 
 from audit.core.candidates import Candidate, candidates_for, unavailable_reason
-from audit.core.layouts import Layout, layout_for, shard_shapes, uneven
+from audit.core.layouts import Layout, layout_for, shard_shapes
 from audit.core.ops import OpSpec
 from audit.core.packages import bounded
 from audit.parent import launch
@@ -68,18 +68,17 @@ def default_backend(device: torch.device) -> str:
 def shard_problem(
     c: Candidate, op: OpSpec, layout: Layout, ranks: int, cases: list[int], device: torch.device
 ) -> str | None:
-    """Why ``c`` cannot run this layout's shards (None when it can): uneven splits for anyone, and
-    what the candidate itself does not accept (``Candidate.accepts``)."""
-    for rows in cases:
-        why = uneven(op, layout, rows, ranks)
-        if why:
-            return why
+    """Why ``c`` cannot run this layout's shards (None when it can): what the candidate does not
+    accept (``Candidate.accepts``) of the largest case's shards, the first and the last rank's (the
+    two sizes an uneven split gives). The split itself is checked before (``layouts.split_problem``)."""
     if c.accepts is None:
         return None
-    shapes = shard_shapes(op, layout, max(cases), ranks)
-    meta = {s.name: torch.empty(shapes[s.name], dtype=s.dtype, device="meta") for s in op.inputs}
-    why = c.accepts(meta, device)
-    return f"{c.name} cannot take a {ranks}-way {layout.name} shard: {why}" if why else None
+    for rank in (0, ranks - 1):
+        shapes = shard_shapes(op, layout, max(cases), ranks, rank)
+        meta = {s.name: torch.empty(shapes[s.name], dtype=s.dtype, device="meta") for s in op.inputs}
+        if why := c.accepts(meta, device):
+            return f"{c.name} cannot take a {ranks}-way {layout.name} shard: {why}"
+    return None
 
 
 def default_cases(op: OpSpec, layout: Layout, ranks: int, device: torch.device) -> list[int]:

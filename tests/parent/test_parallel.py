@@ -97,7 +97,9 @@ def test_a_failing_rank_stops_every_rank_and_is_reported(tmp_path):
     [
         (["--op", "gate_residual", "--layout", "tp_column"], "has no layout 'tp_column'"),
         (["--op", "gate_residual", "--layout", "sp_rows", "--ranks", "1"], "at least 2"),
-        (["--op", "gate_residual", "--layout", "sp_rows", "--case", "3"], "does not split into 2 equal shards"),
+        (["--op", "adaln_projection", "--layout", "sp_rows", "--case", "3"], "does not split into 2 equal shards"),
+        (["--op", "adaln_projection", "--layout", "tp_column", "--ranks", "5"], "only along the rows of a row op"),
+        (["--op", "gate_residual", "--layout", "sp_rows", "--ranks", "4", "--case", "3"], "fewer elements than the 4"),
         (["--op", "gate_residual", "--layout", "sp_rows", "--backend", "nccl", "--device", "cpu"], "use gloo"),
         (["--op", "gate_residual", "--layout", "diagonal"], "unknown layout"),
         (["--op", "gate_residual", "--layout", "sp_rows", "--ranks", "1000"], "one per core"),
@@ -247,13 +249,15 @@ def test_sharded_runs_that_differ_count_against_the_reduction_not_the_candidate(
     assert verdict == "bitwise" and "repeatably" not in detail  # --repeats 1: not checked, not claimed
 
 
-@pytest.mark.parametrize("op, ranks", [("gate_residual", 4), ("norm_modulate", 8)])
-def test_rl_kernel_keeps_the_single_process_bits_at_4_and_8_gloo_ranks(tmp_path, op, ranks):
-    """Real gloo ranks beyond this machine's cores: rl_kernel's chunk order keeps every tensor
-    bitwise while the naive sums change the table gradients; ranks beyond the cores are warned of."""
+@pytest.mark.parametrize("op, ranks, rows", [("gate_residual", 4, 528), ("norm_modulate", 8, 531)])
+def test_rl_kernel_keeps_the_single_process_bits_at_4_and_8_gloo_ranks(tmp_path, op, ranks, rows):
+    """Real gloo ranks beyond this machine's cores, on even shards (528 rows over 4) and uneven ones
+    (531 rows over 8: 67 on the first three ranks, 66 on the others): rl_kernel's chunk order keeps
+    every tensor, gathered and reduced, bitwise while the naive sums change the table gradients;
+    ranks beyond the cores are warned of."""
     out = tmp_path / "r.json"
     done = audit(
-        *f"parallel --op {op} --layout sp_rows --ranks {ranks} --device cpu --case 528 --repeats 1".split(),
+        *f"parallel --op {op} --layout sp_rows --ranks {ranks} --device cpu --case {rows} --repeats 1".split(),
         *"--candidate rl_kernel --out".split(),
         str(out),
         "-q",
@@ -262,7 +266,7 @@ def test_rl_kernel_keeps_the_single_process_bits_at_4_and_8_gloo_ranks(tmp_path,
     assert ("take turns" in done.stderr) == (ranks > (os.cpu_count() or 1))
     report = load_report(out).root
     assert report.ranks == ranks
-    case = report.results["rl_kernel"].cases["528"]
+    case = report.results["rl_kernel"].cases[str(rows)]
     assert case.chunk_order is not None and all(cmp.equal for cmp in case.chunk_order.by_tensor().values())
     naive = case.fixed_order.by_tensor()
     assert any(not naive[t].equal for t in report.results["rl_kernel"].reduced)
