@@ -46,6 +46,19 @@ STATUSES: dict[str, Status] = {
 REDUCTIONS = ("native", "fixed_order", "chunk_order")
 
 
+class StepSeconds(Strict):
+    """Rank 0's wall time of the fastest of the runs of each step, in seconds: the single process's
+    evaluation, and the sharded step per reduction (the evaluation on the shard and the gathers,
+    plus that reduction's sums; for ``chunk_order``, the candidate's chunk-order function, which
+    computes the chunk partials itself, besides the evaluation's own reduced gradients). Ranks that
+    share a GPU or take turns on CPU cores make the sharded steps slower than they would be alone."""
+
+    single_process: float = Field(ge=0)
+    native: float = Field(ge=0)
+    fixed_order: float = Field(ge=0)
+    chunk_order: float | None = Field(default=None, ge=0)
+
+
 class ParallelCase(Strict):
     native: CaseComparison
     fixed_order: CaseComparison
@@ -53,6 +66,7 @@ class ParallelCase(Strict):
     # per tensor label, the most elements that differed between two single-process runs; absent:
     # repeatability not checked (--repeats 1, or a report from before the check)
     single_process_repeat_differ: dict[str, Count] | None = None
+    step_seconds: StepSeconds | None = None  # absent in reports from before it was measured
 
     def reductions(self) -> dict[str, CaseComparison]:
         """The comparisons this case has, by reduction, in ``REDUCTIONS`` order."""
@@ -236,7 +250,29 @@ def sections(report: ParallelReport, view: View = View()) -> list[Section]:
             if section.rows or not view.only_differ:
                 out.append(section)
         out += _mismatch_section(name, c, report.ranks)
+        out += _time_section(name, c, report)
     return out
+
+
+def _time_section(name: str, c: ParallelCandidate, report: ParallelReport) -> list[Section]:
+    """Per case, the single process's step time and each reduction's sharded step time, with its
+    ratio to the single process (``StepSeconds``)."""
+    timed = {case: both.step_seconds for case, both in c.cases.items() if both.step_seconds is not None}
+    if not timed:
+        return []
+    hows = [how for how in REDUCTIONS if any(getattr(t, how) is not None for t in timed.values())]
+    note = f"rank 0's wall time, fastest of {report.repeats or 1} run(s); {report.ranks} ranks ({report.backend})" + (
+        " on one GPU" if report.backend == "gloo" and report.environment.gpu else ""
+    )
+    section = Section(f"{name}, step time", note, ["case", "one process", *(h.replace("_", "-") for h in hows)])
+    for case, t in sorted(timed.items(), key=lambda kv: int(kv[0])):
+        cells = [Cell(case), Cell(f"{t.single_process * 1e3:,.1f} ms")]
+        for how in hows:
+            took = getattr(t, how)
+            ratio = f" (× {took / t.single_process:.2f})" if t.single_process else ""
+            cells.append(Cell("—", "na") if took is None else Cell(f"{took * 1e3:,.1f} ms{ratio}"))
+        section.rows.append(cells)
+    return [section]
 
 
 def _mismatch_section(name: str, c: ParallelCandidate, ranks: int) -> list[Section]:

@@ -191,6 +191,12 @@ def test_rl_kernel_keeps_the_single_process_bits_under_the_chunk_order(tmp_path)
     shown = runner.invoke(app, ["show", "--format", "markdown", str(out)])
     differ, numel = case.fixed_order.grads["gate"].differ, case.fixed_order.grads["gate"].numel
     assert f"{differ:,} / {numel:,} ({100 * differ / numel:.1f} %)" in shown.output
+    # the step times: one process, and the sharded step per reduction (chunk order only where there is one)
+    took = case.step_seconds
+    assert min(took.single_process, took.native, took.fixed_order, took.chunk_order) > 0
+    assert theirs.cases["528"].step_seconds.chunk_order is None
+    assert "rl_kernel, step time" in shown.output
+    assert f"{took.chunk_order * 1e3:,.1f} ms (× {took.chunk_order / took.single_process:.2f})" in shown.output
 
 
 def test_a_candidate_that_does_not_repeat_itself_is_told_apart_from_sharding(tmp_path):
