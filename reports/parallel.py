@@ -100,50 +100,46 @@ def kept(cmp: Cmp) -> bool:
 
 
 def decide(c: ParallelCandidate) -> tuple[str, str]:
-    """One candidate's verdict over every case: ``nondeterministic`` (the single process itself does
-    not repeat some tensor's bits: the candidate's own nondeterminism, not sharding's),
+    """One candidate's verdict over every case: ``differs`` (a gathered tensor differs), else
+    ``nondeterministic`` (the single process itself does not repeat some tensor's bits: the
+    candidate's own nondeterminism, not sharding's; such tensors are left out of every verdict),
     ``bitwise`` (everything equal with either naive reduction), ``bitwise with the fixed-order
     reduction`` (only then), ``bitwise with the chunk-order reduction`` (every case has it and it
     alone is equal), ``gathered bitwise`` (the gathered tensors equal, some reduced one differs every
-    way), ``differs`` (a gathered tensor differs) or ``unavailable`` (no case finished). A
+    way) or ``unavailable`` (no case finished). A
     comparison counts as equal only when it is also repeatable (or not checked): a sharded step
     whose runs differ while the single process's do not is sharding's doing, and counts as a
     difference of that reduction."""
     if not c.cases:
         return "unavailable", c.failed or "no case finished"
     stopped = f"; stopped early: {c.failed}" if c.failed else ""
-    own: dict[str, int] = {}
+    own: dict[str, int] = {}  # tensors the single process does not repeat: no verdict on sharding there
     for case in c.cases.values():
         for t, n in (case.single_process_repeat_differ or {}).items():
             if n:
                 own[t] = max(own.get(t, 0), n)
-    if own:
-        return (
-            "nondeterministic",
-            f"one process does not repeat its own bits for {', '.join(own)} (up to {max(own.values()):,} elements "
-            f"differ between its runs): sharding cannot be judged on them{stopped}",
-        )
-    compared = [
-        cmp for case in c.cases.values() for how in case.reductions().values() for cmp in how.by_tensor().values()
+    per_tensor = [
+        (how, t, cmp)
+        for case in c.cases.values()
+        for how, both in case.reductions().items()
+        for t, cmp in both.by_tensor().items()
+        if t not in own
     ]
-    unrepeatable = list(
-        dict.fromkeys(
-            t
-            for case in c.cases.values()
-            for how in case.reductions().values()
-            for t, cmp in how.by_tensor().items()
-            if cmp.repeatable is False
-        )
-    )
+    unrepeatable = list(dict.fromkeys(t for _, t, cmp in per_tensor if cmp.repeatable is False))
     stopped = (
         f"; the sharded runs differ from each other in {', '.join(unrepeatable)}" if unrepeatable else ""
     ) + stopped
-    repeatable = ", repeatably" if compared and all(cmp.repeatable for cmp in compared) else ""
-    differ = {
-        how: [t for case in c.cases.values() for t, cmp in getattr(case, how).by_tensor().items() if not kept(cmp)]
-        for how in ("native", "fixed_order")
-    }
+    repeatable = ", repeatably" if per_tensor and all(cmp.repeatable for _, _, cmp in per_tensor) else ""
+    differ = {how: [t for h, t, cmp in per_tensor if h == how and not kept(cmp)] for how in ("native", "fixed_order")}
     gathered = [t for t in dict.fromkeys(differ["native"] + differ["fixed_order"]) if t not in c.reduced]
+    if own:
+        noisy = (
+            f"one process does not repeat its own bits for {', '.join(own)} (up to {max(own.values()):,} elements "
+            "differ between its runs)"
+        )
+        if not gathered:
+            return "nondeterministic", f"{noisy}: sharding cannot be judged on them{stopped}"
+        stopped = f"; {noisy}{stopped}"
     if gathered:
         return "differs", f"gathered {', '.join(gathered)} differ from the single process{stopped}"
     if not differ["native"] and not differ["fixed_order"]:

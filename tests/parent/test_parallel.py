@@ -249,6 +249,11 @@ def test_sharded_runs_that_differ_count_against_the_reduction_not_the_candidate(
     assert "all-reduce changes dgate" in detail and "sharded runs differ from each other in dgate" in detail
     verdict, detail = decide(candidate(unsteady, {"out": 0, "dgate": 3}))
     assert verdict == "nondeterministic" and "up to 3 elements" in detail
+    # a gathered tensor that differs stably is sharding's doing, whatever else does not repeat
+    off = candidate(unsteady, {"out": 0, "dgate": 3})
+    off.cases["2"].native.out[0] = off.cases["2"].native.out[0].model_copy(update={"equal": False, "differ": 1})
+    verdict, detail = decide(off)
+    assert verdict == "differs" and "gathered out" in detail and "dgate" in detail
     verdict, detail = decide(candidate(equal, {"out": 0, "dgate": 0}))
     assert verdict == "bitwise" and "repeatably" in detail
     verdict, detail = decide(candidate({k: v for k, v in equal.items() if k != "repeatable"}, None))
