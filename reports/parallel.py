@@ -10,9 +10,14 @@ went through a reduction under the layout; every other tensor was gathered, each
 by one rank. A run that stopped (a rank failed, or the run timed out) keeps its finished cases and
 says why in ``failed``.
 
-Verdicts, one per candidate, over every case (``decide``): ``bitwise``, ``bitwise with the
-fixed-order reduction``, ``bitwise with the chunk-order reduction``, ``gathered bitwise``,
-``differs`` or ``unavailable``. Reports are matched
+With ``repeats`` N > 1 (``--repeats``) the sharded step and the single process each ran N times:
+every comparison carries ``repeatable`` as in the bitwise report, and
+``single_process_repeat_differ`` gives the single process's own repeats per tensor, so that a
+candidate's own nondeterminism is told apart from sharding's.
+
+Verdicts, one per candidate, over every case (``decide``): ``nondeterministic``, ``bitwise``,
+``bitwise with the fixed-order reduction``, ``bitwise with the chunk-order reduction``,
+``gathered bitwise``, ``differs`` or ``unavailable``. Reports are matched
 in a diff by op and layout.
 """
 
@@ -23,11 +28,12 @@ from typing import Literal
 from pydantic import Field
 
 from .changes import EnvChange, OpDiff, State, availability, compare_tensors, reason, state, worst
-from .schema import CaseComparison, CaseKey, Environment, ReportBase, Strict, Unavailable
+from .schema import CaseComparison, CaseKey, Count, Cmp, Environment, ReportBase, Strict, Unavailable
 from .tables import CPU_NOTE, Cell, Section, View, cmp_cell, verdict_section, visible
 from .verdict import Status, Verdict
 
 STATUSES: dict[str, Status] = {
+    "nondeterministic": "nd",
     "bitwise": "ok",
     "bitwise with the fixed-order reduction": "partial",
     "bitwise with the chunk-order reduction": "ok",
@@ -40,10 +46,27 @@ STATUSES: dict[str, Status] = {
 REDUCTIONS = ("native", "fixed_order", "chunk_order")
 
 
+class StepSeconds(Strict):
+    """Rank 0's wall time of the fastest of the runs of each step, in seconds: the single process's
+    evaluation, and the sharded step per reduction (the evaluation on the shard and the gathers,
+    plus that reduction's sums; for ``chunk_order``, the candidate's chunk-order function, which
+    computes the chunk partials itself, besides the evaluation's own reduced gradients). Ranks that
+    share a GPU or take turns on CPU cores make the sharded steps slower than they would be alone."""
+
+    single_process: float = Field(ge=0)
+    native: float = Field(ge=0)
+    fixed_order: float = Field(ge=0)
+    chunk_order: float | None = Field(default=None, ge=0)
+
+
 class ParallelCase(Strict):
     native: CaseComparison
     fixed_order: CaseComparison
     chunk_order: CaseComparison | None = None
+    # per tensor label, the most elements that differed between two single-process runs; absent:
+    # repeatability not checked (--repeats 1, or a report from before the check)
+    single_process_repeat_differ: dict[str, Count] | None = None
+    step_seconds: StepSeconds | None = None  # absent in reports from before it was measured
 
     def reductions(self) -> dict[str, CaseComparison]:
         """The comparisons this case has, by reduction, in ``REDUCTIONS`` order."""
@@ -67,31 +90,65 @@ class ParallelReport(ReportBase):
     backend: str
     nccl_environment: dict[str, str]
     cases: list[int]
+    repeats: int | None = Field(default=None, ge=1)  # runs of each side per case; absent: before --repeats
     results: dict[str, ParallelCandidate | Unavailable]
 
 
+def kept(cmp: Cmp) -> bool:
+    """Whether a comparison keeps the single-process bits: equal, and not known to be unrepeatable."""
+    return cmp.equal and cmp.repeatable is not False
+
+
 def decide(c: ParallelCandidate) -> tuple[str, str]:
-    """One candidate's verdict over every case: ``bitwise`` (everything equal with either naive
-    reduction), ``bitwise with the fixed-order reduction`` (only then), ``bitwise with the
-    chunk-order reduction`` (every case has it and it alone is equal), ``gathered bitwise`` (the
-    gathered tensors equal, some reduced one differs every way), ``differs`` (a gathered tensor
-    differs) or ``unavailable`` (no case finished)."""
+    """One candidate's verdict over every case: ``differs`` (a gathered tensor differs), else
+    ``nondeterministic`` (the single process itself does not repeat some tensor's bits: the
+    candidate's own nondeterminism, not sharding's; such tensors are left out of every verdict),
+    ``bitwise`` (everything equal with either naive reduction), ``bitwise with the fixed-order
+    reduction`` (only then), ``bitwise with the chunk-order reduction`` (every case has it and it
+    alone is equal), ``gathered bitwise`` (the gathered tensors equal, some reduced one differs every
+    way) or ``unavailable`` (no case finished). A
+    comparison counts as equal only when it is also repeatable (or not checked): a sharded step
+    whose runs differ while the single process's do not is sharding's doing, and counts as a
+    difference of that reduction."""
     if not c.cases:
         return "unavailable", c.failed or "no case finished"
     stopped = f"; stopped early: {c.failed}" if c.failed else ""
-    differ = {
-        how: [t for case in c.cases.values() for t, cmp in getattr(case, how).by_tensor().items() if not cmp.equal]
-        for how in ("native", "fixed_order")
-    }
+    own: dict[str, int] = {}  # tensors the single process does not repeat: no verdict on sharding there
+    for case in c.cases.values():
+        for t, n in (case.single_process_repeat_differ or {}).items():
+            if n:
+                own[t] = max(own.get(t, 0), n)
+    per_tensor = [
+        (how, t, cmp)
+        for case in c.cases.values()
+        for how, both in case.reductions().items()
+        for t, cmp in both.by_tensor().items()
+        if t not in own
+    ]
+    unrepeatable = list(dict.fromkeys(t for _, t, cmp in per_tensor if cmp.repeatable is False))
+    stopped = (
+        f"; the sharded runs differ from each other in {', '.join(unrepeatable)}" if unrepeatable else ""
+    ) + stopped
+    repeatable = ", repeatably" if per_tensor and all(cmp.repeatable for _, _, cmp in per_tensor) else ""
+    differ = {how: [t for h, t, cmp in per_tensor if h == how and not kept(cmp)] for how in ("native", "fixed_order")}
     gathered = [t for t in dict.fromkeys(differ["native"] + differ["fixed_order"]) if t not in c.reduced]
+    if own:
+        noisy = (
+            f"one process does not repeat its own bits for {', '.join(own)} (up to {max(own.values()):,} elements "
+            "differ between its runs)"
+        )
+        if not gathered:
+            return "nondeterministic", f"{noisy}: sharding cannot be judged on them{stopped}"
+        stopped = f"; {noisy}{stopped}"
     if gathered:
         return "differs", f"gathered {', '.join(gathered)} differ from the single process{stopped}"
     if not differ["native"] and not differ["fixed_order"]:
-        compared = {t for case in c.cases.values() for t in case.native.by_tensor()}
-        summed = [t for t in c.reduced if t in compared]  # a forward-only candidate has no gradients to sum
+        compared_names = {t for case in c.cases.values() for t in case.native.by_tensor()}
+        summed = [t for t in c.reduced if t in compared_names]  # a forward-only candidate has no gradients to sum
         return (
             "bitwise",
-            f"every tensor bitwise equal with either reduction ({', '.join(summed) or 'none'} reduced){stopped}",
+            f"every tensor bitwise equal with either reduction{repeatable} ({', '.join(summed) or 'none'} reduced)"
+            f"{stopped}",
         )
     if not differ["fixed_order"]:
         return (
@@ -100,11 +157,11 @@ def decide(c: ParallelCandidate) -> tuple[str, str]:
         )
     naive = ", ".join(dict.fromkeys(differ["fixed_order"]))
     chunked = [case.chunk_order for case in c.cases.values()]
-    if all(ch is not None and all(cmp.equal for cmp in ch.by_tensor().values()) for ch in chunked):
+    if all(ch is not None and all(kept(cmp) for cmp in ch.by_tensor().values()) for ch in chunked):
         return (
             "bitwise with the chunk-order reduction",
-            f"chunk partials folded in the single-process order keep every tensor; the naive sums change "
-            f"{naive}{stopped}",
+            f"chunk partials folded in the single-process order keep every tensor{repeatable}; the naive sums "
+            f"change {naive}{stopped}",
         )
     no_chunks = f"; chunk order: {c.no_chunk_order}" if c.no_chunk_order else ""
     return (
@@ -162,6 +219,7 @@ def sections(report: ParallelReport, view: View = View()) -> list[Section]:
     head = Section(
         f"{report.op}: {report.layout} over {report.ranks} ranks ({report.backend}) vs one process",
         f"{env.gpu or 'CPU'} · torch {env.torch} · CUDA {env.cuda} · cases {', '.join(map(str, report.cases))}"
+        + (f" · {report.repeats} runs of each side" if report.repeats else "")
         + "".join(f" · {k}={v}" for k, v in report.nccl_environment.items())
         + (CPU_NOTE if env.gpu is None else ""),
     )
@@ -188,7 +246,29 @@ def sections(report: ParallelReport, view: View = View()) -> list[Section]:
             if section.rows or not view.only_differ:
                 out.append(section)
         out += _mismatch_section(name, c, report.ranks)
+        out += _time_section(name, c, report)
     return out
+
+
+def _time_section(name: str, c: ParallelCandidate, report: ParallelReport) -> list[Section]:
+    """Per case, the single process's step time and each reduction's sharded step time, with its
+    ratio to the single process (``StepSeconds``)."""
+    timed = {case: both.step_seconds for case, both in c.cases.items() if both.step_seconds is not None}
+    if not timed:
+        return []
+    hows = [how for how in REDUCTIONS if any(getattr(t, how) is not None for t in timed.values())]
+    note = f"rank 0's wall time, fastest of {report.repeats or 1} run(s); {report.ranks} ranks ({report.backend})" + (
+        " on one GPU" if report.backend == "gloo" and report.environment.gpu else ""
+    )
+    section = Section(f"{name}, step time", note, ["case", "one process", *(h.replace("_", "-") for h in hows)])
+    for case, t in sorted(timed.items(), key=lambda kv: int(kv[0])):
+        cells = [Cell(case), Cell(f"{t.single_process * 1e3:,.1f} ms")]
+        for how in hows:
+            took = getattr(t, how)
+            ratio = f" (× {took / t.single_process:.2f})" if t.single_process else ""
+            cells.append(Cell("—", "na") if took is None else Cell(f"{took * 1e3:,.1f} ms{ratio}"))
+        section.rows.append(cells)
+    return [section]
 
 
 def _mismatch_section(name: str, c: ParallelCandidate, ranks: int) -> list[Section]:

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from audit.cli import checks
-from audit.cli.app import app
+from audit.cli.app import app, err
 from audit.cli.options import (
     AllowMissingOpt,
     BaselineOpt,
@@ -24,13 +24,16 @@ from audit.cli.options import (
     TimeoutOpt,
 )
 from audit.cli.session import Work, execute, gate_for, junit_path, report_paths
-from audit.core.names import LAYOUT_NAMES, OP_NAMES
+from audit.core.names import LAYOUT_NAMES, OP_NAMES, UNEVEN_RULE
 from reports.io import MAX_REPORT_MB
 
 
+GLOO_SHARED_RANKS = 8  # gloo ranks allowed beyond the cores: they take turns on them
+
+
 def rank_limit(backend: str) -> tuple[int, str]:
-    """(the most ranks ``backend`` may start here, what bounds it): gloo ranks share the CPU cores,
-    so at most one rank per core; NCCL needs one GPU per rank."""
+    """(the most ranks ``backend`` may start here, what bounds it): NCCL needs one GPU per rank;
+    gloo ranks share the CPU cores, one per core or up to ``GLOO_SHARED_RANKS`` taking turns."""
     if backend == "nccl":
         import torch
 
@@ -38,7 +41,11 @@ def rank_limit(backend: str) -> tuple[int, str]:
             torch.cuda.device_count(),
             "NCCL needs one GPU per rank and {n} are visible (--backend gloo lets ranks share one)",
         )
-    return os.cpu_count() or 1, "gloo ranks share the CPU: at most one per core, and this machine has {n}"
+    cores = os.cpu_count() or 1
+    return (
+        max(cores, GLOO_SHARED_RANKS),
+        f"gloo ranks share the CPU: one per core ({cores} here), or up to {GLOO_SHARED_RANKS} taking turns",
+    )
 
 
 @app.command()
@@ -49,14 +56,15 @@ def parallel(
         typer.Option(
             "--layout",
             help="tp_column (output features split; GEMM ops), tp_row (the reduction split, partial outputs "
-            "summed; GEMM ops) or sp_rows (rows split, table and parameter gradients summed).",
+            f"summed; GEMM ops) or sp_rows (rows split, table and parameter gradients summed); {UNEVEN_RULE}.",
         ),
     ],
     ranks: Annotated[
         int,
         typer.Option(
             "--ranks",
-            help="Processes, one shard each (torchrun); 2 to the CPU count (gloo) or the GPU count (nccl).",
+            help="Processes, one shard each (torchrun); with gloo 2 to the CPU count or 8, whichever is more "
+            "(ranks beyond the cores take turns on them); with nccl 2 to the GPU count.",
         ),
     ] = 2,
     backend: Annotated[
@@ -76,6 +84,16 @@ def parallel(
         ),
     ] = None,
     device: DeviceOpt = Device.auto,
+    repeats: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=100,
+            help="Times each side (the sharded step, every reduction included, and the single process) computes "
+            "each case (1-100); a comparison whose runs differ on either side is marked not repeatable "
+            "(nondeterministic). 1 turns the check off.",
+        ),
+    ] = 2,
     out: OutOpt = None,
     timeout: TimeoutOpt = 3600.0,
     inherit_env: InheritEnvOpt = None,
@@ -88,7 +106,8 @@ def parallel(
 ) -> None:
     """Shard an op across --ranks processes under torchrun and compare the combined output and
     gradients with the same candidate in one process, bitwise: gathered tensors, and reduced ones
-    with the backend's all-reduce and with a fixed-order sum of every rank's partial. Writes an
+    with the backend's all-reduce, with a fixed-order sum of every rank's partial and, for a
+    candidate that declares one, in its chunk order; each side runs --repeats times. Writes an
     h3_parallel report. A rank that fails stops every rank; the report says which and why."""
     checks.selection(op, None, candidate)
     if op == "all":
@@ -124,6 +143,7 @@ def parallel(
         device=checks.device(device),
         cases=chosen,
         candidate=candidate,
+        repeats=repeats,
         inherit=inherit,
     )
     sources = {c.name: c.source("plain", plan.device) for c in plan.candidates}
@@ -143,11 +163,13 @@ def parallel(
     )
 
 
-def _plan(op: str, layout: str, *, ranks: int, backend, device, cases, candidate, inherit):
-    """The checked plan: ranks within ``rank_limit``, a backend that fits the device, and at least
-    one candidate that can take the shards; otherwise a usage error before anything starts."""
+def _plan(op: str, layout: str, *, ranks: int, backend, device, cases, candidate, repeats: int, inherit):
+    """The checked plan: ranks within ``rank_limit``, a backend that fits the device, cases that the
+    ranks can split (``layouts.split_problem``) and at least one candidate that can take the shards;
+    otherwise a usage error before anything starts."""
+    from audit.core.layouts import layout_for, split_problem
     from audit.core.ops import get_op
-    from audit.parent.parallel import plan_parallel
+    from audit.parent.parallel import default_cases, plan_parallel
 
     backend = backend or ("nccl" if device.type == "cuda" else "gloo")
     if backend not in ("gloo", "nccl") or (backend == "nccl" and device.type != "cuda"):
@@ -159,8 +181,27 @@ def _plan(op: str, layout: str, *, ranks: int, backend, device, cases, candidate
     limit, why = rank_limit(backend)
     if ranks > limit:
         raise checks.usage_error(f"--ranks {ranks}: {why.format(n=limit)}")
+    spec, shards = get_op(op), layout_for(op, layout)
+    cases = cases or default_cases(spec, shards, ranks, device)
+    for rows in cases:
+        if why := split_problem(spec, shards, rows, ranks):
+            raise checks.usage_error(f"--ranks {ranks}, case {rows}: {why}")
+    cores = os.cpu_count() or 1
+    if backend == "gloo" and ranks > cores:
+        err.print(
+            f"[yellow]--ranks {ranks}: more gloo ranks than the {cores} CPU cores; they take turns (slower, and "
+            "the report's seconds count the waiting)[/]"
+        )
     plan = plan_parallel(
-        get_op(op), layout, ranks=ranks, backend=backend, device=device, cases=cases, names=candidate, inherit=inherit
+        spec,
+        layout,
+        ranks=ranks,
+        backend=backend,
+        device=device,
+        cases=cases,
+        names=candidate,
+        repeats=repeats,
+        inherit=inherit,
     )
     named = [n for n in candidate or [] if n in plan.cannot_shard]
     if named:

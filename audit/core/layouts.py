@@ -24,6 +24,7 @@ from typing import Literal
 
 import torch
 
+from audit.core.names import UNEVEN_RULE
 from audit.core.ops import OpSpec
 
 Placement = int | Literal["replicate", "rank0"]
@@ -86,23 +87,29 @@ def shard(t: torch.Tensor, placement: Placement, rank: int, ranks: int) -> torch
     return t.tensor_split(ranks, dim=placement)[rank].contiguous()
 
 
-def shard_shapes(op: OpSpec, layout: Layout, rows: int, ranks: int) -> dict[str, tuple[int, ...]]:
-    """Each input's shape on one rank (every split must be even)."""
+def shard_shapes(op: OpSpec, layout: Layout, rows: int, ranks: int, rank: int) -> dict[str, tuple[int, ...]]:
+    """Each input's shape on ``rank``: its ``torch.tensor_split`` share of every split dimension."""
     shapes = {}
     for spec in op.inputs:
         shape = list(spec.shape(rows))
         where = layout.placement(spec.name)
         if isinstance(where, int):
-            shape[where] //= ranks
+            shape[where] = shape[where] // ranks + (rank < shape[where] % ranks)
         shapes[spec.name] = tuple(shape)
     return shapes
 
 
-def uneven(op: OpSpec, layout: Layout, rows: int, ranks: int) -> str | None:
-    """Why ``ranks`` cannot split this op's inputs evenly for ``rows`` rows (None when they can)."""
+def split_problem(op: OpSpec, layout: Layout, rows: int, ranks: int) -> str | None:
+    """Why ``ranks`` cannot split this op's inputs for ``rows`` rows (None when they can): every rank
+    needs a share, and a split may be uneven only along the row dimension of a row op (``UNEVEN_RULE``):
+    such an op computes each row from that row alone, whatever the shard's size."""
     for spec in op.inputs:
         where = layout.placement(spec.name)
-        if isinstance(where, int) and spec.shape(rows)[where] % ranks:
-            size = spec.shape(rows)[where]
-            return f"{spec.name}'s dimension {where} ({size}) does not split into {ranks} equal shards"
+        if not isinstance(where, int):
+            continue
+        size = spec.shape(rows)[where]
+        if size < ranks:
+            return f"{spec.name}'s dimension {where} ({size}) has fewer elements than the {ranks} ranks"
+        if size % ranks and not (op.kind == "row" and spec.rows and where == 0):
+            return f"{spec.name}'s dimension {where} ({size}) does not split into {ranks} equal shards ({UNEVEN_RULE})"
     return None

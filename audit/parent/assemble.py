@@ -136,5 +136,6 @@ def parallel_report(p, results: dict[str, dict], sources: dict[str, str]) -> dic
         "backend": p.backend,
         "nccl_environment": nccl_environment(p.backend),
         "cases": p.cases,
+        "repeats": p.repeats,
         "results": dict(sorted(entries.items())),
     }

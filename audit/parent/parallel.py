@@ -2,8 +2,9 @@
 
 For each candidate, one ``torchrun`` with N ranks (``audit.worker.rank``) computes every case on
 shards as the layout says and compares the combined output and gradients with the same candidate
-unsharded, bitwise, for both reductions (the backend's all-reduce, and every rank's partial summed
-in rank order). A candidate whose run fails (a rank raising, crashing or timing out) becomes
+unsharded, bitwise, for every reduction (the backend's all-reduce, every rank's partial summed
+in rank order, and a candidate's own chunk order), each side run ``repeats`` times. A candidate
+whose run fails (a rank raising, crashing or timing out) becomes
 ``{"unavailable": "rank R ...: reason"}``: torchrun stops every rank when one fails, and a run that
 passes ``--timeout`` has torchrun and every rank killed, so nothing hangs. Cases finished before
 a failure are kept.
@@ -22,7 +23,7 @@ from typing import Callable
 import torch
 
 from audit.core.candidates import Candidate, candidates_for, unavailable_reason
-from audit.core.layouts import Layout, layout_for, shard_shapes, uneven
+from audit.core.layouts import Layout, layout_for, shard_shapes
 from audit.core.ops import OpSpec
 from audit.core.packages import bounded
 from audit.parent import launch
@@ -49,6 +50,7 @@ class ParallelPlan:
     backend: str
     device: torch.device
     cases: list[int]
+    repeats: int  # runs of each side (sharded and single process) per case
     candidates: list[Candidate]
     cannot_shard: dict[str, str]  # candidates that cannot take this layout's shards, with why
     unavailable: dict[str, str]  # candidates that cannot run here at all (library, device), with why
@@ -66,18 +68,17 @@ def default_backend(device: torch.device) -> str:
 def shard_problem(
     c: Candidate, op: OpSpec, layout: Layout, ranks: int, cases: list[int], device: torch.device
 ) -> str | None:
-    """Why ``c`` cannot run this layout's shards (None when it can): uneven splits for anyone, and
-    what the candidate itself does not accept (``Candidate.accepts``)."""
-    for rows in cases:
-        why = uneven(op, layout, rows, ranks)
-        if why:
-            return why
+    """Why ``c`` cannot run this layout's shards (None when it can): what the candidate does not
+    accept (``Candidate.accepts``) of the largest case's shards, the first and the last rank's (the
+    two sizes an uneven split gives). The split itself is checked before (``layouts.split_problem``)."""
     if c.accepts is None:
         return None
-    shapes = shard_shapes(op, layout, max(cases), ranks)
-    meta = {s.name: torch.empty(shapes[s.name], dtype=s.dtype, device="meta") for s in op.inputs}
-    why = c.accepts(meta, device)
-    return f"{c.name} cannot take a {ranks}-way {layout.name} shard: {why}" if why else None
+    for rank in (0, ranks - 1):
+        shapes = shard_shapes(op, layout, max(cases), ranks, rank)
+        meta = {s.name: torch.empty(shapes[s.name], dtype=s.dtype, device="meta") for s in op.inputs}
+        if why := c.accepts(meta, device):
+            return f"{c.name} cannot take a {ranks}-way {layout.name} shard: {why}"
+    return None
 
 
 def default_cases(op: OpSpec, layout: Layout, ranks: int, device: torch.device) -> list[int]:
@@ -97,6 +98,7 @@ def plan_parallel(
     device: torch.device,
     cases: list[int] | None,
     names: list[str] | None,
+    repeats: int = 2,
     inherit: tuple[str, ...] = (),
 ) -> ParallelPlan:
     """Candidates that run in plain mode for ``op`` (or those named), each checked against the
@@ -120,6 +122,7 @@ def plan_parallel(
         backend or default_backend(device),
         device,
         cases,
+        repeats,
         runnable,
         cannot_shard,
         unavailable,
@@ -158,6 +161,7 @@ def run_candidate(p: ParallelPlan, c: Candidate, *, timeout: float, workdir: Pat
         "layout": p.layout.name,
         "candidate": c.name,
         "cases": p.cases,
+        "repeats": p.repeats,
         "device": str(p.device),
         "backend": p.backend,
         "folder": str(folder),

@@ -66,14 +66,20 @@ def evaluate_repeated(
     worst = dict.fromkeys(reference, 0)
     with contention(loaded) if loaded is not None else contextlib.nullcontext():
         for _ in range(repeats - 1):
-            again = tensors_of(evaluate(c, op, inputs, grad_out))
-            for key, t in reference.items():
-                worst[key] = max(worst[key], count_differ(again[key], t) if key in again else t.numel())
-            del again
+            record_repeat(worst, reference, tensors_of(evaluate(c, op, inputs, grad_out)))
     return first, worst
 
 
-def _with_repeatability(cmp: dict, key: str, mine: Repeats | None, theirs: Repeats | None) -> dict:
+def record_repeat(worst: Repeats, first: dict[str, torch.Tensor], again: dict[str, torch.Tensor]) -> None:
+    """Raise each ``worst[key]`` to the elements of ``again[key]`` whose bits differ from ``first[key]``
+    (every element when a later run lacks the tensor)."""
+    for key, t in first.items():
+        worst[key] = max(worst[key], count_differ(again[key], t) if key in again else t.numel())
+
+
+def with_repeatability(cmp: dict, key: str, mine: Repeats | None, theirs: Repeats | None) -> dict:
+    """``cmp`` with ``repeatable`` (and ``repeat_differ``) when both sides' repeats of ``key`` are
+    known: repeatable only when neither side's runs differed."""
     if mine is None or theirs is None or key not in mine or key not in theirs:
         return cmp
     worst = max(mine[key], theirs[key])
@@ -93,7 +99,7 @@ def compare_results(
     ref_outs, ref_grads = reference
 
     def one(key: str, a: torch.Tensor, b: torch.Tensor) -> dict:
-        return _with_repeatability(compare(a, b), key, repeats, reference_repeats)
+        return with_repeatability(compare(a, b), key, repeats, reference_repeats)
 
     return {
         "out": [one(f"out.{i}", o, r) for i, (o, r) in enumerate(zip(outs, ref_outs))],

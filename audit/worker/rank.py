@@ -7,10 +7,12 @@ results back together as the layout says: gathered along a dimension, or reduced
 backend's all-reduce (``native``), by summing every rank's partial in rank order (``fixed_order``)
 and, for a candidate that declares one for the layout (``Candidate.chunk_order``), by folding
 all-gathered chunk partials in the single-process order (``chunk_order``; its reason is recorded
-when it raises NotImplementedError). Rank 0 also computes the unsharded candidate and compares each combined
-tensor with it bitwise, writing one JSON line per case to the job's results file as soon as the
-case is done. A rank that raises writes ``rank<R>.failed`` with the reason and exits 1; torchrun
-then stops the others.
+when it raises NotImplementedError). Rank 0 also computes the unsharded candidate and compares
+each combined tensor with it bitwise, writing one JSON line per case to the job's results file as
+soon as the case is done. With the job's ``repeats`` N > 1, the sharded step (every reduction
+included) and the single process each run N times, and each comparison says whether it is
+repeatable, as in the bitwise audit (``audit.worker.bitwise``). A rank that raises writes
+``rank<R>.failed`` with the reason and exits 1; torchrun then stops the others.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import datetime
 import json
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -30,6 +33,7 @@ from audit.core.candidates import get_candidate, load_adapters
 from audit.core.packages import bounded, error_text
 from audit.core.compare import compare
 from audit.core.evaluate import evaluate
+from audit.worker.bitwise import record_repeat, tensors_of, with_repeatability
 from audit.core.inputs import draw_grad_out, draw_inputs
 from audit.core.layouts import Layout, layout_for, shard
 from audit.core.ops import get_op
@@ -81,54 +85,117 @@ def reduce(t: torch.Tensor, how: str) -> torch.Tensor:
     return total
 
 
-def combine(layout: Layout, outs: list[torch.Tensor], grads: dict[str, torch.Tensor], ranks: DistRanks) -> dict:
-    """{reduction: (outputs, gradients)}, the whole tensors from this rank's shard as the layout puts
-    them together. A gathered (or rank-0) tensor is the same object under both reductions: it is
-    gathered once, and only the reduced tensors are summed each way."""
+def clock(device: torch.device) -> float:
+    """Seconds (``time.perf_counter``) once ``device``'s queued work is done."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
 
-    def both(t: torch.Tensor, where) -> dict[str, torch.Tensor]:
-        if where in ("reduce", "replicate"):
-            return {how: reduce(t, how) for how in REDUCTIONS}
-        whole = t if where == "rank0" else gather(t, where, ranks)  # rank 0's own gradient, or every rank's slice
-        return dict.fromkeys(REDUCTIONS, whole)
 
-    out_both = [both(o, layout.out) for o in outs]
-    grad_both = {name: both(g, layout.placement(name)) for name, g in grads.items()}
-    return {how: ([o[how] for o in out_both], {n: g[how] for n, g in grad_both.items()}) for how in REDUCTIONS}
+def sharded_step(
+    c, op, layout: Layout, mine: dict, grad: torch.Tensor, ranks: DistRanks
+) -> tuple[dict, dict[str, float], str | None]:
+    """One sharded evaluation put back together: ({reduction: (outputs, gradients)}, {reduction:
+    seconds}, why there is no chunk-order reduction or None). A gathered (or rank-0) tensor is the
+    same object under every reduction: it is gathered once, and only the reduced tensors are summed
+    each way. A reduction's seconds are this rank's wall time from a barrier: the evaluation and the
+    gathers, plus that reduction's sums (for ``chunk_order``, the candidate's chunk-order function,
+    and the fixed-order sum of any reduced tensor it does not fold)."""
+    device = ranks.device
+    dist.barrier()
+    start = clock(device)
+    outs, grads = evaluate(c, op, mine, grad)
+    placed = {("out", i): (o, layout.out) for i, o in enumerate(outs)}
+    placed |= {("grad", n): (g, layout.placement(n)) for n, g in grads.items()}
+    whole = {
+        k: t if where == "rank0" else gather(t, where, ranks)  # rank 0's own gradient, or every rank's slice
+        for k, (t, where) in placed.items()
+        if where not in ("reduce", "replicate")
+    }
+    shared = clock(device) - start
+    combined, seconds = {}, {}
+    for how in REDUCTIONS:
+        begun = clock(device)
+        done = whole | {k: reduce(t, how) for k, (t, where) in placed.items() if k not in whole}
+        seconds[how] = shared + clock(device) - begun
+        combined[how] = ([done[("out", i)] for i in range(len(outs))], {n: done[("grad", n)] for n in grads})
+    begun = clock(device)
+    chunked, no_chunk_order = chunk_order(c, layout, mine, grad, ranks)
+    if chunked is not None:
+        fixed_outs, fixed_grads = combined["fixed_order"]
+        combined["chunk_order"] = (fixed_outs, {n: chunked.get(n, g) for n, g in fixed_grads.items()})
+        summed = any(k not in whole and (k[0] == "out" or k[1] not in chunked) for k in placed)
+        seconds["chunk_order"] = shared + clock(device) - begun + (seconds["fixed_order"] - shared) * summed
+    return combined, seconds, no_chunk_order
+
+
+def label(key: str) -> str:
+    """A tensor key of ``tensors_of`` (``out.0``, ``grad.x``) as the report labels it (``out``, ``dx``)."""
+    kind, name = key.split(".", 1)
+    return "out" if kind == "out" else f"d{name}"
+
+
+def single_process(c, op, inputs: dict, grad_out: torch.Tensor, repeats: int, device: torch.device):
+    """(the first of ``repeats`` unsharded evaluations' tensors by ``tensors_of`` key, the most
+    elements per tensor that a later one changed (None when ``repeats`` is 1), the fastest run's wall
+    time in seconds)."""
+    first, worst, seconds = None, None, float("inf")
+    for _ in range(repeats):
+        begun = clock(device)
+        run = tensors_of(evaluate(c, op, inputs, grad_out))
+        seconds = min(seconds, clock(device) - begun)
+        if first is None:
+            first, worst = run, (dict.fromkeys(run, 0) if repeats > 1 else None)
+        else:
+            record_repeat(worst, first, run)
+    return first, worst, seconds
 
 
 def run_case(job: dict, case: int, device: torch.device) -> dict | None:
+    """Rank 0: {reduction: comparison} for this case; other ranks: None. With ``repeats`` N > 1 both
+    sides run N times; a comparison is repeatable when every run of both sides gave the same bits,
+    and ``single_process_repeat_differ`` gives the single process's own repeats per tensor.
+    ``step_seconds``: the fastest run's wall time of the single process and, per reduction, of the
+    sharded step (``sharded_step``), both on rank 0."""
     op, layout = get_op(job["op"]), layout_for(job["op"], job["layout"])
     c = get_candidate(op.name, job["candidate"])
-    rank, ranks = dist.get_rank(), dist.get_world_size()
+    rank, ranks, repeats = dist.get_rank(), dist.get_world_size(), job["repeats"]
     inputs = {k: v.to(device) for k, v in draw_inputs(op, case, seed=case).items()}
     grad_out = draw_grad_out(op, case, seed=case).to(device)
     mine = {k: shard(v, layout.placement(k), rank, ranks) for k, v in inputs.items()}
     my_grad = grad_out if layout.grad_out == "replicate" else shard(grad_out, layout.grad_out, rank, ranks)
-    outs, grads = evaluate(c, op, mine, my_grad)
     ranks_ = DistRanks(torch.device("cuda", torch.cuda.current_device()) if job["backend"] == "nccl" else device)
-    combined = combine(layout, outs, grads, ranks_)
-    chunked, no_chunk_order = chunk_order(c, layout, mine, my_grad, ranks_)
-    if chunked is not None:
-        fixed_outs, fixed_grads = combined["fixed_order"]
-        combined["chunk_order"] = (fixed_outs, {n: chunked.get(n, g) for n, g in fixed_grads.items()})
+    combined, seconds, no_chunk_order = sharded_step(c, op, layout, mine, my_grad, ranks_)
+    first = {how: tensors_of(result) for how, result in combined.items()}
+    sharded_repeats = {how: dict.fromkeys(tensors, 0) for how, tensors in first.items()} if repeats > 1 else None
+    for _ in range(repeats - 1):
+        again, again_seconds, _ = sharded_step(c, op, layout, mine, my_grad, ranks_)
+        seconds = {how: min(s, again_seconds[how]) for how, s in seconds.items()}
+        if sharded_repeats is not None and rank == 0:
+            for how, result in again.items():
+                record_repeat(sharded_repeats[how], first[how], tensors_of(result))
     if rank != 0:
         return None
-    ref_outs, ref_grads = evaluate(c, op, inputs, grad_out)
-    compared: dict[int, dict] = {}  # a tensor shared by both reductions is compared once
+    ref_tensors, ref_repeats, single_seconds = single_process(c, op, inputs, grad_out, repeats, device)
+    compared: dict[int, dict] = {}  # a tensor shared by reductions is compared once
 
-    def cmp(t: torch.Tensor, ref: torch.Tensor) -> dict:
+    def cmp(how: str, key: str) -> dict:
+        t = first[how][key]
         if id(t) not in compared:
-            compared[id(t)] = compare(t, ref)
-        return compared[id(t)]
+            compared[id(t)] = compare(t, ref_tensors[key])
+        mine = sharded_repeats[how] if sharded_repeats is not None else None
+        return with_repeatability(compared[id(t)], key, mine, ref_repeats)
 
-    result = {
+    result: dict = {
         how: {
-            "out": [cmp(o, r) for o, r in zip(c_outs, ref_outs)],
-            "grads": {n: cmp(c_grads[n], ref_grads[n]) for n in op.grads if n in c_grads and n in ref_grads},
+            "out": [cmp(how, f"out.{i}") for i in range(len(combined[how][0])) if f"out.{i}" in ref_tensors],
+            "grads": {n: cmp(how, f"grad.{n}") for n in op.grads if f"grad.{n}" in first[how].keys() & ref_tensors},
         }
-        for how, (c_outs, c_grads) in combined.items()
+        for how in combined
     }
+    result["step_seconds"] = {how: round(t, 6) for how, t in ({"single_process": single_seconds} | seconds).items()}
+    if ref_repeats is not None:
+        result["single_process_repeat_differ"] = {label(k): n for k, n in ref_repeats.items()}
     return result | ({"no_chunk_order": no_chunk_order} if no_chunk_order else {})
 
 

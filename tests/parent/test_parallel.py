@@ -1,6 +1,7 @@
 """``audit parallel`` under torchrun with gloo on the CPU, 2 ranks: what sharding keeps bitwise."""
 
 import json
+import os
 
 import pytest
 from typer.testing import CliRunner
@@ -96,10 +97,12 @@ def test_a_failing_rank_stops_every_rank_and_is_reported(tmp_path):
     [
         (["--op", "gate_residual", "--layout", "tp_column"], "has no layout 'tp_column'"),
         (["--op", "gate_residual", "--layout", "sp_rows", "--ranks", "1"], "at least 2"),
-        (["--op", "gate_residual", "--layout", "sp_rows", "--case", "3"], "does not split into 2 equal shards"),
+        (["--op", "adaln_projection", "--layout", "sp_rows", "--case", "3"], "does not split into 2 equal shards"),
+        (["--op", "adaln_projection", "--layout", "tp_column", "--ranks", "5"], "only along the rows of a row op"),
+        (["--op", "gate_residual", "--layout", "sp_rows", "--ranks", "4", "--case", "3"], "fewer elements than the 4"),
         (["--op", "gate_residual", "--layout", "sp_rows", "--backend", "nccl", "--device", "cpu"], "use gloo"),
         (["--op", "gate_residual", "--layout", "diagonal"], "unknown layout"),
-        (["--op", "gate_residual", "--layout", "sp_rows", "--ranks", "1000"], "at most one per core"),
+        (["--op", "gate_residual", "--layout", "sp_rows", "--ranks", "1000"], "one per core"),
         (["--op", "gate_residual", "--layout", "sp_rows", "--case", "99999999999999999999"], "--case"),
     ],
 )
@@ -188,3 +191,94 @@ def test_rl_kernel_keeps_the_single_process_bits_under_the_chunk_order(tmp_path)
     shown = runner.invoke(app, ["show", "--format", "markdown", str(out)])
     differ, numel = case.fixed_order.grads["gate"].differ, case.fixed_order.grads["gate"].numel
     assert f"{differ:,} / {numel:,} ({100 * differ / numel:.1f} %)" in shown.output
+    # the step times: one process, and the sharded step per reduction (chunk order only where there is one)
+    took = case.step_seconds
+    assert min(took.single_process, took.native, took.fixed_order, took.chunk_order) > 0
+    assert theirs.cases["528"].step_seconds.chunk_order is None
+    assert "rl_kernel, step time" in shown.output
+    assert f"{took.chunk_order * 1e3:,.1f} ms (× {took.chunk_order / took.single_process:.2f})" in shown.output
+
+
+def test_a_candidate_that_does_not_repeat_itself_is_told_apart_from_sharding(tmp_path):
+    """flaky_gate_grad's d_gate changes from call to call in one process as on shards: each
+    comparison of d_gate is marked not repeatable, the single process's own repeats say it, and the
+    verdict blames the candidate, not the sharding; diffusers beside it repeats every bit."""
+    out = tmp_path / "r.json"
+    done = audit(
+        *"parallel --op gate_residual --layout sp_rows --ranks 2 --device cpu --case 2 --repeats 2".split(),
+        *"--candidate flaky_gate_grad --candidate diffusers --out".split(),
+        str(out),
+        "-q",
+        env={"AUDIT_PLUGINS": "tests.plugins.flaky"},
+    )
+    assert done.returncode == 0, done.stderr
+    report = load_report(out).root
+    assert report.repeats == 2
+    flaky, steady = report.results["flaky_gate_grad"].cases["2"], report.results["diffusers"].cases["2"]
+    assert flaky.single_process_repeat_differ["dgate"] >= 1
+    assert flaky.single_process_repeat_differ["out"] == 0
+    for how, cmp in flaky.reductions().items():
+        found = cmp.by_tensor()
+        assert found["dgate"].repeatable is False and found["dgate"].repeat_differ >= 1, how
+        assert all(found[t].repeatable for t in ("out", "dres", "dy")), how
+    assert set(steady.single_process_repeat_differ.values()) == {0}
+    assert all(c.repeatable for how in steady.reductions().values() for c in how.by_tensor().values())
+    found = {v.candidate: v for v in verdicts(report)}
+    assert found["flaky_gate_grad"].verdict == "nondeterministic" and "dgate" in found["flaky_gate_grad"].detail
+    assert found["diffusers"].verdict != "nondeterministic" and "repeatably" in found["diffusers"].detail
+    shown = runner.invoke(app, ["show", "--format", "markdown", str(out)])
+    assert "nondeterministic" in shown.output and "runs differ in" in shown.output
+
+
+def test_sharded_runs_that_differ_count_against_the_reduction_not_the_candidate():
+    """When only the sharded step's runs differ (the single process repeats its bits), an equal
+    first run does not make a reduction bitwise: the difference is sharding's."""
+    from reports.parallel import ParallelCandidate, decide
+
+    equal = {"equal": True, "differ": 0, "numel": 4, "max_abs": 0.0, "repeatable": True}
+    unsteady = equal | {"repeatable": False, "repeat_differ": 1}
+
+    def candidate(native: dict, single: dict | None) -> ParallelCandidate:
+        fixed = {"out": [equal], "grads": {"gate": equal}}
+        case = {"native": {"out": [equal], "grads": {"gate": native}}, "fixed_order": fixed}
+        case |= {"single_process_repeat_differ": single} if single is not None else {}
+        return ParallelCandidate(source="s", reduced=["dgate"], seconds=1.0, cases={"2": case})
+
+    verdict, detail = decide(candidate(unsteady, {"out": 0, "dgate": 0}))
+    assert verdict == "bitwise with the fixed-order reduction"
+    assert "all-reduce changes dgate" in detail and "sharded runs differ from each other in dgate" in detail
+    verdict, detail = decide(candidate(unsteady, {"out": 0, "dgate": 3}))
+    assert verdict == "nondeterministic" and "up to 3 elements" in detail
+    # a gathered tensor that differs stably is sharding's doing, whatever else does not repeat
+    off = candidate(unsteady, {"out": 0, "dgate": 3})
+    off.cases["2"].native.out[0] = off.cases["2"].native.out[0].model_copy(update={"equal": False, "differ": 1})
+    verdict, detail = decide(off)
+    assert verdict == "differs" and "gathered out" in detail and "dgate" in detail
+    verdict, detail = decide(candidate(equal, {"out": 0, "dgate": 0}))
+    assert verdict == "bitwise" and "repeatably" in detail
+    verdict, detail = decide(candidate({k: v for k, v in equal.items() if k != "repeatable"}, None))
+    assert verdict == "bitwise" and "repeatably" not in detail  # --repeats 1: not checked, not claimed
+
+
+@pytest.mark.parametrize("op, ranks, rows", [("gate_residual", 4, 528), ("norm_modulate", 8, 531)])
+def test_rl_kernel_keeps_the_single_process_bits_at_4_and_8_gloo_ranks(tmp_path, op, ranks, rows):
+    """Real gloo ranks beyond this machine's cores, on even shards (528 rows over 4) and uneven ones
+    (531 rows over 8: 67 on the first three ranks, 66 on the others): rl_kernel's chunk order keeps
+    every tensor, gathered and reduced, bitwise while the naive sums change the table gradients;
+    ranks beyond the cores are warned of."""
+    out = tmp_path / "r.json"
+    done = audit(
+        *f"parallel --op {op} --layout sp_rows --ranks {ranks} --device cpu --case {rows} --repeats 1".split(),
+        *"--candidate rl_kernel --out".split(),
+        str(out),
+        "-q",
+    )
+    assert done.returncode == 0, done.stderr
+    assert ("take turns" in done.stderr) == (ranks > (os.cpu_count() or 1))
+    report = load_report(out).root
+    assert report.ranks == ranks
+    case = report.results["rl_kernel"].cases[str(rows)]
+    assert case.chunk_order is not None and all(cmp.equal for cmp in case.chunk_order.by_tensor().values())
+    naive = case.fixed_order.by_tensor()
+    assert any(not naive[t].equal for t in report.results["rl_kernel"].reduced)
+    assert [v.verdict for v in verdicts(report)] == ["bitwise with the chunk-order reduction"]
