@@ -36,5 +36,5 @@ def test_the_first_regression_is_named_with_its_tensor_and_states(tmp_path):
     (tmp_path / "new.json").write_text(json.dumps(data))
     diff = diff_sets(load_set(H200 / "h3_bitwise_reuse.gate_residual.json"), load_set(tmp_path / "new.json"))
     assert diff.regressed
-    assert diff.first_regression().startswith("gate_residual: diffusers vs rl_kernel, case 257, out: equal")
-    assert diff_sets(load_set(B200_GATE), load_set(B200_GATE)).first_regression() is None
+    assert diff.first().startswith("gate_residual: diffusers vs rl_kernel, case 257, out: equal")
+    assert diff_sets(load_set(B200_GATE), load_set(B200_GATE)).first() is None
