@@ -70,8 +70,10 @@ def _uneven(t: torch.Tensor, ranks: int, rank: int) -> torch.Tensor:
 # as at full size. On row shards K = 2688 / 24 as well: there K is no reduction across ranks (dw and
 # db are), and the oracle's K-serial loops take 24 times fewer steps. On column shards d_temb keeps
 # all K = 2688 features, each one a fold across ranks.
-NARROW = {("adaln_projection", "sp_rows"): (ADALN_OUT // 24, TIME_EMBED // 24)}
-NARROW[("adaln_projection", "tp_column")] = (ADALN_OUT // 24, TIME_EMBED)
+NARROW = {
+    ("adaln_projection", "sp_rows"): (ADALN_OUT // 24, TIME_EMBED // 24),
+    ("adaln_projection", "tp_column"): (ADALN_OUT // 24, TIME_EMBED),
+}
 
 
 def _op(name: str, layout: str) -> OpSpec:
