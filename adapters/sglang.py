@@ -138,17 +138,15 @@ def sglang(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return fused_norm_scale_shift(t["x"].unsqueeze(0), t["w"], None, scale, shift, "rms", EPS).squeeze(0)
 
 
-@candidate(
-    "sglang_fused_residual",
-    ops=("gate_residual",),
-    source=lambda mode, device: (
-        f"SGLang {version('sglang')} fused_scale_residual_norm_scale_shift (CuTe DSL, {KERNEL}), "
-        "its residual output res + gate*y; forward only"
-    ),
-    grads=(),
-    requires=(KERNEL,),
-    cuda_only=True,
-)
+def _fused_residual(op: str, compared: str) -> dict:
+    def source(mode: str, device: torch.device) -> str:
+        kernel = f"fused_scale_residual_norm_scale_shift (CuTe DSL, {KERNEL})"
+        return f"SGLang {version('sglang')} {kernel}, {compared}; forward only"
+
+    return dict(ops=(op,), source=source, grads=(), requires=(KERNEL,), cuda_only=True)
+
+
+@candidate("sglang_fused_residual", **_fused_residual("gate_residual", "its residual output res + gate*y"))
 def sglang_fused_residual(t: dict[str, torch.Tensor]) -> torch.Tensor:
     fused = importlib.import_module(KERNEL).fused_scale_residual_norm_scale_shift
     res, y = t["res"].unsqueeze(0), t["y"].unsqueeze(0)
@@ -157,17 +155,7 @@ def sglang_fused_residual(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return residual.squeeze(0)
 
 
-@candidate(
-    "sglang_fused_residual",
-    ops=("gate_residual_norm_modulate",),
-    source=lambda mode, device: (
-        f"SGLang {version('sglang')} fused_scale_residual_norm_scale_shift (CuTe DSL, {KERNEL}), both outputs; "
-        "forward only"
-    ),
-    grads=(),
-    requires=(KERNEL,),
-    cuda_only=True,
-)
+@candidate("sglang_fused_residual", **_fused_residual("gate_residual_norm_modulate", "both outputs"))
 def sglang_fused_residual_norm(t: dict[str, torch.Tensor]) -> torch.Tensor:
     fused = importlib.import_module(KERNEL).fused_scale_residual_norm_scale_shift
     idx = t["idx"]

@@ -107,57 +107,47 @@ _scale = InputSpec("sc", _fixed(TABLE_ROWS, HIDDEN), _bf16, Normal(13, 0.1), row
 _res = InputSpec("res", _rows(HIDDEN), _bf16, Normal(15), rows=True, grad=True)
 _y = InputSpec("y", _rows(HIDDEN), _bf16, Normal(16), rows=True, grad=True)
 _gate = InputSpec("gate", _fixed(TABLE_ROWS, HIDDEN), _bf16, Normal(17, 0.1), rows=False, grad=True)
-_ROW_CASES, _ROW_CPU_CASES = (1, 257, 4097, 32768), (1, 257, 4097)
+
+
+def _bf16_row_op(name: str, summary: str, inputs: tuple[InputSpec, ...], width: int = 1) -> OpSpec:
+    """A BF16 row op of H-wide rows (``width`` outputs of them stacked on dimension 1), with the row
+    ops' cases and both references."""
+    return OpSpec(
+        name=name,
+        kind="row",
+        summary=summary,
+        inputs=inputs,
+        out_shape=_rows(HIDDEN) if width == 1 else lambda n: (n, width, HIDDEN),
+        out_dtype=_bf16,
+        cases=(1, 257, 4097, 32768),
+        cpu_cases=(1, 257, 4097),
+        references=("diffusers", "rl_kernel"),
+    )
+
 
 OPS: dict[str, OpSpec] = {
     op.name: op
     for op in (
-        OpSpec(
-            name="norm_modulate",
-            kind="row",
-            summary="rmsnorm(x, w) * (1 + sc[idx]) + sh[idx], bf16 (the block's norm1/norm2 + modulation)",
-            inputs=(
+        _bf16_row_op(
+            "norm_modulate",
+            "rmsnorm(x, w) * (1 + sc[idx]) + sh[idx], bf16 (the block's norm1/norm2 + modulation)",
+            (
                 InputSpec("x", _rows(HIDDEN), _bf16, Normal(10, 2.0), rows=True, grad=True),
                 _weight,
                 _shift,
                 _scale,
                 _index,
             ),
-            out_shape=_rows(HIDDEN),
-            out_dtype=_bf16,
-            cases=_ROW_CASES,
-            cpu_cases=_ROW_CPU_CASES,
-            references=("diffusers", "rl_kernel"),
         ),
-        OpSpec(
-            name="gate_residual",
-            kind="row",
-            summary="res + gate[idx] * y, bf16 (the block's gated residual)",
-            inputs=(
-                _res,
-                _y,
-                _gate,
-                _index,
-            ),
-            out_shape=_rows(HIDDEN),
-            out_dtype=_bf16,
-            cases=_ROW_CASES,
-            cpu_cases=_ROW_CPU_CASES,
-            references=("diffusers", "rl_kernel"),
+        _bf16_row_op(
+            "gate_residual", "res + gate[idx] * y, bf16 (the block's gated residual)", (_res, _y, _gate, _index)
         ),
-        OpSpec(
-            name="gate_residual_norm_modulate",
-            kind="row",
-            summary=(
-                "h1 = res + gate[idx] * y, then rmsnorm(h1, w) * (1 + sc[idx]) + sh[idx]; both outputs stacked "
-                "as (S, 2, H) bf16 (the block's msa gated residual, norm2 and mlp modulation)"
-            ),
-            inputs=(_res, _y, _gate, _weight, _shift, _scale, _index),
-            out_shape=lambda n: (n, 2, HIDDEN),
-            out_dtype=_bf16,
-            cases=_ROW_CASES,
-            cpu_cases=_ROW_CPU_CASES,
-            references=("diffusers", "rl_kernel"),
+        _bf16_row_op(
+            "gate_residual_norm_modulate",
+            "h1 = res + gate[idx] * y, then rmsnorm(h1, w) * (1 + sc[idx]) + sh[idx]; both outputs stacked "
+            "as (S, 2, H) bf16 (the block's msa gated residual, norm2 and mlp modulation)",
+            (_res, _y, _gate, _weight, _shift, _scale, _index),
+            width=2,
         ),
         OpSpec(
             name="timestep_sinusoid",
@@ -173,14 +163,11 @@ OPS: dict[str, OpSpec] = {
             cpu_cases=(1, 3, 64, 2048),
             references=("diffusers", "rl_kernel"),
         ),
-        OpSpec(
-            name="final_adaln_out",
-            kind="row",
-            summary=(
-                "shift, scale = linear(silu(temb).to(bf16), wp, bp).chunk(2); rmsnorm(x, w) * (1 + scale[idx]) "
-                "+ shift[idx], idx per timestep, bf16 (norm_out, MiniMaxH3AdaLayerNormOut)"
-            ),
-            inputs=(
+        _bf16_row_op(
+            "final_adaln_out",
+            "shift, scale = linear(silu(temb).to(bf16), wp, bp).chunk(2); rmsnorm(x, w) * (1 + scale[idx]) "
+            "+ shift[idx], idx per timestep, bf16 (norm_out, MiniMaxH3AdaLayerNormOut)",
+            (
                 InputSpec("x", _rows(HIDDEN), _bf16, Normal(18, 2.0), rows=True, grad=True),
                 _weight,
                 InputSpec("temb", _fixed(TIMESTEPS, TIME_EMBED), _f32, Normal(7), rows=False, grad=True),
@@ -188,11 +175,6 @@ OPS: dict[str, OpSpec] = {
                 InputSpec("bp", _fixed(2 * HIDDEN), _bf16, Normal(24, 0.02), rows=False, grad=True),
                 InputSpec("idx", lambda n: (n,), _i64, TimestepIndex(), rows=True, grad=False),
             ),
-            out_shape=_rows(HIDDEN),
-            out_dtype=_bf16,
-            cases=_ROW_CASES,
-            cpu_cases=_ROW_CPU_CASES,
-            references=("diffusers", "rl_kernel"),
         ),
         OpSpec(
             name="timestep_mlp",
