@@ -1,5 +1,5 @@
 """One rank of ``audit parallel``, started by torchrun (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``
-and ``MASTER_PORT`` set): ``python -m torch.distributed.run ... -m audit.parallel_rank JOB.json``.
+and ``MASTER_PORT`` set): ``python -m torch.distributed.run ... -m audit.worker.rank JOB.json``.
 
 Every rank draws the same seeded inputs as the bitwise audit (so every rank, and the single-process
 reference, computes the same problem), computes the candidate on its shard, and the ranks put the

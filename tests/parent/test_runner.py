@@ -46,7 +46,7 @@ def test_a_hanging_mode_process_times_out_without_ending_the_run(tmp_path):
 
 
 def test_norm_modulate_on_cpu_end_to_end(tmp_path):
-    """The README's first command, in a subprocess, with the CPU defaults."""
+    """`audit run --op norm_modulate` on the CPU with its default cases, in a subprocess."""
     done = audit("run", "--op", "norm_modulate", "--device", "cpu", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     path = tmp_path / "h3_bitwise_reuse.norm_modulate.json"
