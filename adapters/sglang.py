@@ -31,7 +31,10 @@ Modes: ``sglang.srt.batch_invariant_ops.enable_batch_invariant_mode()`` register
 removes them. On sm_90+, bf16 mm goes to DeepGEMM when ``deep_gemm`` imports and
 SGLANG_BATCH_INVARIANT_OPS_ENABLE_MM_DEEPGEMM is "1" (SGLang's default, read at import): the
 ``sglang`` and ``sglang_ieee`` modes set it to "0" (the Triton persistent matmul), and
-``sglang_deepgemm`` sets "1" and refuses where DeepGEMM would not be used.
+``sglang_deepgemm`` sets "1" and then runs what SGLang runs: DeepGEMM where SGLang routes bf16 mm
+there, else SGLang's own silent fallback, the Triton persistent matmul. Which one served is the
+mode's dispatch decision (``dispatch``) and its description, and the kernel fingerprints show it;
+``audit diff`` reports the switch as a kernel change.
 
 MiniMax-H3's own kernels (SGLang >= 0.5.23, from ``sglang.kernels.ops.diffusion``, the engine's
 only supported import surface; Triton, so CUDA only, and forward only: they write into a buffer
@@ -444,28 +447,22 @@ def _mode_module():
 
 
 def mode_problem(mode) -> str | None:
-    """Why ``mode`` cannot run here, without switching it on: the batch-invariant ops must import,
-    and a mode asking for DeepGEMM needs ``deep_gemm``."""
-    problem = import_problem(_MODE_MODULE)
-    if problem is None and mode.env.get(SGLANG_DEEPGEMM) == "1":
-        deep_gemm = import_problem("deep_gemm")
-        problem = deep_gemm and f"{mode.name} needs DeepGEMM: {deep_gemm}"
-    return problem
+    """Why ``mode`` cannot run here, without switching it on: the batch-invariant ops must import.
+    A mode asking for DeepGEMM where SGLang would not route to it runs SGLang's fallback."""
+    return import_problem(_MODE_MODULE)
 
 
 def enable_mode(mode) -> str:
-    """Switch SGLang's batch-invariant ops on for this process; returns what was switched on.
-    Refuses, before switching anything on, a mode asking for DeepGEMM that SGLang would not use."""
+    """Switch SGLang's batch-invariant ops on for this process; returns what was switched on,
+    naming the bf16 mm route SGLang took (for ``sglang_deepgemm``, also why it fell back)."""
     ops = _mode_module()
     deepgemm = _deepgemm_routes()
-    if mode.env.get(SGLANG_DEEPGEMM) == "1" and not deepgemm:
-        raise RuntimeError(
-            f"SGLang {version('sglang')} would not send bf16 mm to DeepGEMM here: it needs sm_90+, an importable "
-            "deep_gemm and SGLANG_ENABLE_JIT_DEEPGEMM on (ENABLE_JIT_DEEPGEMM is False)"
-        )
     ops.enable_batch_invariant_mode()
     dot = os.environ.get("TRITON_F32_DEFAULT", "tf32 (Triton default)")
     matmul = "DeepGEMM bf16 (Triton persistent matmul otherwise)" if deepgemm else "Triton persistent matmul"
+    if mode.env.get(SGLANG_DEEPGEMM) == "1" and not deepgemm:
+        why = import_problem("deep_gemm") or "needs sm_90+ and SGLANG_ENABLE_JIT_DEEPGEMM on"
+        matmul += f", SGLang's fallback from DeepGEMM ({why})"
     return (
         f"SGLang {version('sglang')} {_MODE_MODULE}.enable_batch_invariant_mode(): aten mm/addmm/bmm via "
         f"{matmul}, _log_softmax and mean.dim overridden; FP32 dot {dot} [{mode.name}]"

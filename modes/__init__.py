@@ -113,7 +113,8 @@ MODES: dict[str, Mode] = {
         ),
         Mode(
             "sglang_deepgemm",
-            "SGLang batch-invariant ops, bf16 mm through DeepGEMM (Triton for other dtypes)",
+            "SGLang batch-invariant ops as SGLang ships them: bf16 mm through DeepGEMM where SGLang routes it "
+            "there, else its silent fallback, Triton (the dispatch decision says which)",
             env={SGLANG_DEEPGEMM: "1"},
             **_SGLANG,
         ),
