@@ -10,9 +10,10 @@ Contract:
   ``--deterministic`` are not given. Without ``--backward``: ``auto``, not deterministic. With it:
   the fastest setting under which the provider's own backward repeats bit for bit on that device
   (``REPEATABLE_BACKWARD``). On the CPU that is ``auto`` without deterministic algorithms: the
-  provider's gradients repeat bit for bit there (``tests/cli/test_chain_backward.py``). The CUDA entry
-  is the conservative one (``math`` and deterministic algorithms) until the H200 table says which
-  faster one repeats.
+  provider's gradients repeat bit for bit there (``tests/cli/test_chain_backward.py``). On CUDA it is
+  ``flash`` with deterministic algorithms: measured on the H200 (``docs/evidence/h200/backward/``),
+  no backend repeats without deterministic algorithms (``index_select``'s backward accumulates with
+  atomics), every one that runs repeats with them (cuDNN does not run then), and flash is the fastest.
 - ``observe(...)``: which backend torch actually ran for the attention stage's SDPA call at the
   chain's shapes (read from the profiler's aten op names, forward and with ``backward`` the
   backward), or why the pinned one cannot run there.
@@ -62,7 +63,7 @@ class Setting:
 # device type -> the fastest setting under which the provider's backward repeats bit for bit there
 REPEATABLE_BACKWARD = {
     "cpu": Setting(AUTO, False),
-    "cuda": Setting("math", True),
+    "cuda": Setting("flash", True),
 }
 
 
