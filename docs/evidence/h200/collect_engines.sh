@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # The rollout engines' MiniMax-H3 kernels on the H200 (issue 22): SGLang 0.5.23 from its own wheelhouse
 # in .whl23 (see engines/README.md), installed into its own target beside nothing else.
-#   bash docs/evidence/h200/collect_engines.sh OUT_DIR [bitwise|prior-art]
-# Writes the machine, what imports, `audit list`, the sinusoid kernel's GPU test, and the bitwise and
-# prior-art reports of norm_modulate, gate_residual and the three new ops, plus adaln_projection with
-# the AdaLN cache candidate; each command's exit status and time go to OUT_DIR/times.txt.
+#   bash docs/evidence/h200/collect_engines.sh OUT_DIR [bitwise|prior-art|dispatch|trajectory]
+# Writes the machine, what imports, `audit list`, and then
+#   bitwise     the sinusoid kernel's GPU test and the bitwise reports of norm_modulate, gate_residual,
+#               the three new ops and adaln_projection with the AdaLN cache candidate
+#   prior-art   their prior-art reports (norm_modulate and gate_residual --quick)
+#   dispatch    the bitwise reports of the three ops the model's dispatchers serve (every candidate,
+#               dispatchers included) and the AdaLN cache's bitwise and quick prior-art reports
+#   trajectory  `audit chain` (forward) and `audit trajectory` with the engine's kernels serving the
+#               block's modulation and gate stages, diffusers' stages everywhere else
+# Each command's exit status and time go to OUT_DIR/times.txt.
 set -uo pipefail
 out=${1:?output directory}; what=${2:-bitwise}
 mkdir -p "$out"
@@ -32,6 +38,34 @@ for op in norm_modulate gate_residual gate_residual_norm_modulate timestep_sinus
 done
 timed run_tables python3 -m audit run --op adaln_projection --mode plain --candidate sglang_adaln_cache \
   --device cuda --out "$out/h3_bitwise_reuse.adaln_projection.cache.json" --timeout 300
+elif [ "$what" = dispatch ]; then
+for op in norm_modulate gate_residual gate_residual_norm_modulate; do
+  timed run_tables python3 -m audit run --op "$op" --device cuda --out "$out" --timeout 300
+done
+timed run_tables python3 -m audit run --op adaln_projection --mode plain --candidate sglang_adaln_cache \
+  --device cuda --out "$out/h3_bitwise_reuse.adaln_projection.cache.json" --timeout 300
+timed prior_art_tables python3 -m audit prior-art --op adaln_projection --mode plain --candidate sglang_adaln_cache \
+  --quick --device cuda --out "$out/h3_prior_art.adaln_projection.cache.quick.json" --timeout 200
+elif [ "$what" = trajectory ]; then
+stages() {  # NORM GATE: the candidate options putting NORM in both norm stages and GATE in both gates
+  echo --candidate all=provider --candidate "norm1_modulate=$1" --candidate "norm2_modulate=$1" \
+    --candidate "gate_residual_msa=$2" --candidate "gate_residual_mlp=$2"
+}
+declare -A chains=(
+  [sglang_kernels]="$(stages sglang_indexed_scale_shift sglang_indexed_gate)"
+  [sglang_fused_norm]="$(stages sglang_rmsnorm_indexed_scale_shift sglang_indexed_gate)"
+  [sglang_dispatchers]="$(stages sglang_modulate_rmsnorm_scale_shift sglang_modulate_gate)"
+)
+for name in sglang_kernels sglang_fused_norm; do
+  # shellcheck disable=SC2086
+  timed chain_tables python3 -m audit chain --device cuda ${chains[$name]} --timeout 600 \
+    --out "$out/h3_conditioning_chain_replay.$name.json"
+done
+for name in sglang_kernels sglang_fused_norm sglang_dispatchers; do
+  # shellcheck disable=SC2086
+  timed trajectory_tables python3 -m audit trajectory --device cuda ${chains[$name]} --timeout 600 \
+    --out "$out/h3_denoising_trajectory.$name.json"
+done
 else
 for op in gate_residual_norm_modulate timestep_sinusoid final_adaln_out; do
   timed prior_art_tables python3 -m audit prior-art --op "$op" --device cuda --out "$out" --timeout 300
