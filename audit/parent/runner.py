@@ -81,10 +81,15 @@ def plan(
     **fields,
 ) -> Plan:
     """Candidates per mode, references first, for ``task``; ``names`` filters by candidate or report
-    name, but a task that needs the references always runs them. ``fields`` are the other fields
-    of ``Plan``."""
+    name, but a task that needs the references always runs them, in plain mode, whether or not
+    ``modes`` names it, as soon as any candidate runs. ``fields`` are the other fields of ``Plan``."""
     by_mode: dict[str, list[Candidate]] = {}
     ordered = sorted(candidates_for(op.name), key=lambda c: c.report_name("plain") not in op.references)
+    asked = any(
+        c.runs_in(m) and (names is None or c.name in names or c.report_name(m) in names) for c in ordered for m in modes
+    )
+    if task.needs_references and "plain" not in modes and asked:
+        modes = ["plain", *modes]
     for mode in sorted(modes, key=lambda m: m != "plain"):
         chosen = [
             c

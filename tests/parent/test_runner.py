@@ -123,6 +123,24 @@ def test_a_gemm_op_runs_every_mode_in_its_own_process_with_the_seeds_environment
             assert cmp["out"][0]["numel"] == 2688 and set(cmp["grads"]) == {"x", "w1", "b1", "w2", "b2"}, (mode, ref)
 
 
+def test_the_references_run_in_plain_mode_when_only_another_mode_is_asked_for():
+    from audit.core.ops import get_op
+    from audit.parent.runner import plan
+    from audit.parent.tasks import BITWISE, PRIOR_ART
+
+    import torch
+
+    op = get_op("adaln_projection")
+    p = plan(op, BITWISE, modes=["sglang_deepgemm"], names=["diffusers"], units=[1], device=torch.device("cpu"))
+    assert list(p.by_mode) == ["plain", "sglang_deepgemm"]
+    assert {c.report_name("plain") for c in p.by_mode["plain"]} == set(op.references)
+    assert [c.name for c in p.by_mode["sglang_deepgemm"]] == ["diffusers"]
+    alone = plan(op, PRIOR_ART, modes=["sglang_deepgemm"], names=["diffusers"], units=[1], device=torch.device("cpu"))
+    assert list(alone.by_mode) == ["sglang_deepgemm"]
+    rows = plan(get_op("norm_modulate"), BITWISE, modes=["sglang"], names=None, units=[1], device=torch.device("cpu"))
+    assert rows.by_mode == {}
+
+
 def test_a_mode_whose_inputs_differ_from_plain_modes_is_not_compared():
     from audit.parent.assemble import bitwise_report
     from audit.core.candidates import get_candidate
