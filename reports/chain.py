@@ -41,11 +41,22 @@ def settled_equal(c: Cmp) -> bool:
 
 
 class ChainCandidate(Strict):
-    """What served a stage in the candidate chains: ``name`` (``provider``: diffusers' own code) and
-    ``source`` (what ran, with versions)."""
+    """What served a stage in the candidate chains: ``name`` (``provider``: diffusers' own code),
+    ``source`` (what ran, with versions) and, where one call of it served several stages (``--candidate
+    gate_residual_msa+norm2_modulate=NAME``), ``serves``: those stages, in chain order."""
 
     name: str
     source: str
+    serves: list[str] | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_serves(self, handler):
+        return without_none(handler(self), "serves")
+
+    @property
+    def label(self) -> str:
+        """``name``, and the stages its one call serves where it serves several."""
+        return f"{self.name} (one call: {'+'.join(self.serves)})" if self.serves else self.name
 
 
 class ChainStage(Strict):
@@ -154,8 +165,9 @@ class ChainBlock(Strict):
 
 class ChainReport(ReportBase):
     """``h3_conditioning_chain_replay``: diffusers' MiniMax-H3 timestep path, one block and
-    ``norm_out`` replayed stage by stage with candidates swapped in (``candidates``: stage -> the
-    name asked for), per mode and sequence length."""
+    ``norm_out`` replayed stage by stage with candidates swapped in (``candidates``: stage, or
+    ``gate_residual_msa+norm2_modulate`` for one call serving both, -> the name asked for), per
+    mode and sequence length."""
 
     kind: Literal["h3_conditioning_chain_replay"]
     environment: Environment
@@ -262,9 +274,12 @@ def _replay_section(title: str, replay: ChainReplay, backward: bool, view: View)
         if not view.keeps(name):
             continue
         marks = [label for label, stage in firsts if stage == s.stage]
+        served = s.candidate
         row = [
             Cell(f"▶ {s.stage} ({', '.join(marks)})", "bad") if marks else Cell(s.stage),
-            Cell(name) if name else Cell(f"provider (candidate unavailable: {s.candidate.unavailable})", "na"),
+            Cell(f"provider (candidate unavailable: {served.unavailable})", "na")
+            if isinstance(served, Unavailable)
+            else Cell(served.label),
             cmp_cell(s.chained_vs_provider),
             cmp_cell(s.isolated_vs_provider),
             *(Cell("—", "na") if e is None else Cell(f"{e:.3g}") for e in (s.chained_vs_golden, s.provider_vs_golden)),

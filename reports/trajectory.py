@@ -84,7 +84,8 @@ class TrajectoryMode(Strict):
 
 class TrajectoryReport(ReportBase):
     """``h3_denoising_trajectory``: per mode and length, the candidate chain's latent along the
-    denoising loop against the provider's (``candidates``: stage -> the name asked for;
+    denoising loop against the provider's (``candidates``: stage, or
+    ``gate_residual_msa+norm2_modulate`` for one call serving both, -> the name asked for;
     ``schedule``: where the timesteps come from; ``timesteps``: the step's t, 1 = clean)."""
 
     kind: Literal["h3_denoising_trajectory"]
@@ -165,7 +166,7 @@ def verdicts(report: TrajectoryReport) -> list[Verdict]:
 
 
 def _section(title: str, t: Trajectory, view: View) -> Section:
-    swapped = [f"{k}={v.name}" if isinstance(v, ChainCandidate) else f"{k} unavailable" for k, v in t.stages.items()]
+    swapped = [f"{k}={v.label}" if isinstance(v, ChainCandidate) else f"{k} unavailable" for k, v in t.stages.items()]
     note = (
         f"first differs at step {t.first_differ if t.first_differ is not None else 'none'}"
         + (f", {t.trend}" if t.trend else "")

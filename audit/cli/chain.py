@@ -49,7 +49,8 @@ StageCandidateOpt = Annotated[
     typer.Option(
         "--candidate",
         help="STAGE=NAME or all=NAME (NAME may be 'provider' or NAME[MODE]); repeatable. "
-        "Default: rl_kernel wherever one exists.",
+        "Default: rl_kernel wherever one exists. gate_residual_msa+norm2_modulate=NAME: one call of "
+        "NAME, a gate_residual_norm_modulate candidate, serves both stages (all=NAME never does).",
     ),
 ]
 HiddenOpt = Annotated[
@@ -74,7 +75,7 @@ def chain_job(
 ) -> dict:
     """The job every chain or trajectory worker gets (block, lengths, device, stage choices, SDPA
     setting), each input checked: a problem is a usage error (exit 2) before anything runs."""
-    from audit.core.chain import STAGES, BlockConfig, parse_candidates
+    from audit.core.chain import BlockConfig, parse_candidates
 
     lengths = checks.cases(length, "length")
     config = BlockConfig(hidden=hidden, heads=heads, ffn=ffn)
@@ -90,7 +91,7 @@ def chain_job(
         "block": config.__dict__,
         "lengths": lengths or ([17] if dev.type == "cpu" else [257, 4097]),
         "device": str(dev),
-        "choices": {s.name: [choices[s.name].name, choices[s.name].mode] for s in STAGES},
+        "choices": {key: [choice.name, choice.mode] for key, choice in choices.items()},
         "attention": sdpa.attention,
         "deterministic": sdpa.deterministic,
         "setting_default": by_default,

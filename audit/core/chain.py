@@ -16,7 +16,9 @@ forward gets the op's inputs taken from the chain (2-D rows, contiguous tables),
 put back in the block's layout (a view or a chunk: no rounding). ``attention``, ``ff`` and
 ``time_proj`` have no op: the provider's own module serves every chain there. ``norm_out`` is
 served by a candidate that exists for both ``adaln_projection`` (its 2·H projection, split into
-shift then scale) and ``norm_modulate`` (indexed per timestep).
+shift then scale) and ``norm_modulate`` (indexed per timestep). One call of a
+``gate_residual_norm_modulate`` candidate can serve the two stages ``gate_residual_msa`` and
+``norm2_modulate`` together (``PAIR``): it writes both h1 and n2, forward and backward.
 
 Weights are drawn from seeded CPU generators (seed 1, salt 300 + the parameter's position) in the
 checkpoint's mixed precision: the modules the model keeps in FP32 (the time embedder, the rope)
@@ -333,16 +335,24 @@ def _adaln_candidate(s: Side, cands: tuple[Candidate, ...], v: Values) -> Values
     return dict(zip(TABLES, projection.view(-1, 6 * hidden).chunk(6, dim=-1)))  # as MiniMaxH3AdaLayerNormModulation
 
 
+def _block_inputs(expression: Expression, taken: dict[str, str]) -> Callable[[Side, Values], Values]:
+    """The inputs of ``expression`` in a run: the chain values ``taken`` (op input -> chain value),
+    the block's parameters that it names and the adaln indices (``idx``)."""
+
+    def inputs(s: Side, v: Values) -> Values:
+        params = {name: s.param(f"{BLOCK}.{path}") for name, path in expression.params.items()}
+        return {**{k: v[c] for k, c in taken.items()}, **params, "idx": s.adaln_indices}
+
+    return inputs
+
+
 def _block_stage(
     expression: Expression, out: str, rows: dict[str, str], tables: dict[str, str]
 ) -> tuple[Impl, CandidateImpl]:
     """A row stage of the block: the provider runs diffusers' ``expression`` on the chain values
     ``rows`` and ``tables`` (op input -> chain value), the adaln indices and the block's parameters
     that it names; a candidate gets the same inputs with the rows as (S, H)."""
-
-    def inputs(s: Side, v: Values) -> dict[str, torch.Tensor]:
-        params = {name: s.param(f"{BLOCK}.{path}") for name, path in expression.params.items()}
-        return {**{k: v[c] for k, c in (rows | tables).items()}, **params, "idx": s.adaln_indices}
+    inputs = _block_inputs(expression, rows | tables)
 
     def provider(s: Side, v: Values) -> Values:
         return {out: run_expression(s.model.get_submodule(BLOCK), expression, inputs(s, v))}
@@ -352,6 +362,31 @@ def _block_stage(
         return {out: _run(cands[0], given | {k: given[k][0] for k in rows}).unsqueeze(0)}
 
     return provider, candidate
+
+
+GRAD_OF = "grad_of:"  # a value named GRAD_OF + X: the tensor whose gradient a replay records as X's
+_gate_norm2_inputs = _block_inputs(
+    GATE_RESIDUAL_NORM2_MODULATE,
+    {"res": "h0", "y": "attn", "gate": "gate_msa", "sh": "shift_mlp", "sc": "scale_mlp"},
+)
+
+
+def _gate_norm2_candidate(s: Side, cands: tuple[Candidate, ...], v: Values) -> Values:
+    """``gate_residual_msa`` and ``norm2_modulate`` in one call of a ``gate_residual_norm_modulate``
+    candidate, given the inputs of diffusers' ``GATE_RESIDUAL_NORM2_MODULATE`` (rows as (S, H)): its
+    (S, 2, H) output split into h1 and n2 (contiguous copies, no rounding). h1 is no input of the
+    call, so its gradient is the one the call gives ``res``: in the op h1 is ``res + ...``, so that
+    is h1's gradient summed over both readers, the call's own norm and ``gate_residual_mlp``."""
+    given = _gate_norm2_inputs(s, v)
+    res = given["res"][0]
+    out = _run(cands[0], given | {"res": res, "y": given["y"][0]})
+    h1, n2 = (out[:, i].contiguous().unsqueeze(0) for i in (0, 1))
+    return {"h1": h1, "n2": n2, GRAD_OF + "h1": res}
+
+
+def served_earlier(s: Side, v: Values) -> Values:
+    """The computation of a stage whose value the call serving the stage before it wrote too."""
+    return {}
 
 
 def _attention(s: Side, v: Values) -> Values:
@@ -445,11 +480,29 @@ STAGES: tuple[Stage, ...] = (
     ),
 )
 STAGE_NAMES = tuple(s.name for s in STAGES)
+STAGE_BY_NAME = {s.name: s for s in STAGES}
 PARAMS = tuple(p for s in STAGES for p in s.params)
 
 
+@dataclass(frozen=True)
+class Pair:
+    """Two consecutive stages that one call of a candidate of ``ops`` serves (``candidate``: the
+    call, writing both stages' values), chosen as ``--candidate FIRST+SECOND=NAME``."""
+
+    stages: tuple[str, str]
+    ops: tuple[str, ...]
+    candidate: CandidateImpl
+
+    @property
+    def name(self) -> str:
+        return "+".join(self.stages)
+
+
+PAIR = Pair(("gate_residual_msa", "norm2_modulate"), ("gate_residual_norm_modulate",), _gate_norm2_candidate)
+
+
 # --------------------------------------------------------------------------------------------
-# Choosing candidates: ``STAGE=NAME`` and ``all=NAME``, checked before anything runs.
+# Choosing candidates: ``STAGE=NAME``, ``all=NAME`` and ``PAIR``'s, checked before anything runs.
 
 
 @dataclass(frozen=True)
@@ -471,7 +524,7 @@ def labels(choices: dict[str, list]) -> dict[str, str]:
     return {stage: Choice(*choice).label for stage, choice in choices.items()}
 
 
-def _registered(stage: Stage, name: str) -> list[Candidate] | None:
+def _registered(stage: Stage | Pair, name: str) -> list[Candidate] | None:
     """The stage's candidates called ``name``, one per op; None unless every op of the stage has one."""
     found = []
     for op in stage.ops:
@@ -482,7 +535,7 @@ def _registered(stage: Stage, name: str) -> list[Candidate] | None:
     return found or None
 
 
-def parse_choice(stage: Stage, text: str, modes: dict) -> Choice:
+def parse_choice(stage: Stage | Pair, text: str, modes: dict) -> Choice:
     """``text`` as a choice for ``stage``; ValueError with a one-line reason when it is not one."""
     name, _, rest = text.partition("[")
     mode = rest.removesuffix("]") if rest else None
@@ -503,15 +556,18 @@ def parse_choice(stage: Stage, text: str, modes: dict) -> Choice:
     return Choice(name, mode)
 
 
-def valid_names(stage: Stage) -> list[str]:
+def valid_names(stage: Stage | Pair) -> list[str]:
     names = {c.name for op in stage.ops for c in candidates_for(op)}
     return [PROVIDER, *sorted(n for n in names if _registered(stage, n))]
 
 
 def parse_candidates(items: list[str], modes: dict) -> dict[str, Choice]:
-    """Every stage's choice from ``STAGE=NAME`` / ``all=NAME`` items: ``rl_kernel`` where it exists,
-    else the provider; ``all=NAME`` sets every stage NAME serves; ``STAGE=NAME`` wins over ``all``.
-    ValueError (one line) on an unknown stage or a name the stage has no candidate for."""
+    """Every stage's choice from ``STAGE=NAME`` / ``all=NAME`` / ``gate_residual_msa+norm2_modulate=NAME``
+    items: ``rl_kernel`` where it exists, else the provider; ``all=NAME`` sets every stage NAME
+    serves (never ``PAIR``); ``STAGE=NAME`` wins over ``all``. ``PAIR``'s item (NAME a candidate of
+    its op) replaces its two stages' choices by one under ``PAIR.name``, in the first one's place.
+    ValueError (one line) on an unknown stage, a pair other than ``PAIR``, ``PAIR``'s item together
+    with an item for one of its stages, or a name the stage or pair has no candidate for."""
     chosen = {
         s.name: Choice(DEFAULT_CANDIDATE if s.ops and _registered(s, DEFAULT_CANDIDATE) else PROVIDER) for s in STAGES
     }
@@ -520,8 +576,12 @@ def parse_candidates(items: list[str], modes: dict) -> dict[str, Choice]:
         stage, sep, name = item.partition("=")
         if not sep or not name:
             raise ValueError(f"--candidate {item!r}: expected STAGE=NAME")
-        if stage != "all" and stage not in STAGE_NAMES:
-            raise ValueError(f"--candidate {item!r}: unknown stage {stage!r}; valid: all, {', '.join(STAGE_NAMES)}")
+        if "+" in stage and stage != PAIR.name:
+            raise ValueError(f"--candidate {item!r}: no call serves the stages {stage!r}; the one pair is {PAIR.name}")
+        if stage not in ("all", *STAGE_NAMES, PAIR.name):
+            raise ValueError(
+                f"--candidate {item!r}: unknown stage {stage!r}; valid: all, {', '.join(STAGE_NAMES)}, {PAIR.name}"
+            )
         explicit[stage] = name
     if "all" in explicit:
         served = {}
@@ -536,6 +596,15 @@ def parse_candidates(items: list[str], modes: dict) -> dict[str, Choice]:
     for s in STAGES:
         if s.name in explicit:
             chosen[s.name] = parse_choice(s, explicit[s.name], modes)
+    if PAIR.name in explicit:
+        item = f"{PAIR.name}={explicit[PAIR.name]}"
+        clash = next((s for s in PAIR.stages if s in explicit), None)
+        if clash:
+            raise ValueError(f"--candidate {item} and {clash}={explicit[clash]}: one call serves both stages")
+        pair = parse_choice(PAIR, explicit[PAIR.name], modes)
+        first, second = PAIR.stages
+        chosen = {(PAIR.name if k == first else k): c for k, c in chosen.items() if k != second}
+        chosen[PAIR.name] = pair
     return chosen
 
 
@@ -629,9 +698,11 @@ def draw_inputs(config: BlockConfig, length: int) -> ChainInputs:
 
 
 class StageFailed(Exception):
-    def __init__(self, stage: str, reason: str):
-        super().__init__(f"{stage}: {reason}")
-        self.stage, self.reason = stage, reason
+    """A candidate call raised; ``stages``: the stages it serves."""
+
+    def __init__(self, stages: tuple[str, ...], reason: str):
+        super().__init__(f"{'+'.join(stages)}: {reason}")
+        self.stages, self.reason = stages, reason
 
 
 @dataclass
@@ -652,7 +723,8 @@ def make_side(model: nn.Module, inputs: ChainInputs, device: torch.device, grad:
 
 def replay(side: Side, impls: list[Impl], start: Values, grad_out: torch.Tensor | None = None) -> Run:
     """Run the stages in order, each fed what the earlier ones of this run wrote. With ``grad_out``
-    the chain's output is back-propagated and the gradient of every chain value and parameter kept."""
+    the chain's output is back-propagated and the gradient of every chain value and parameter kept;
+    a value a stage writes as ``GRAD_OF + X`` gives X's gradient and is not kept itself."""
     backward = grad_out is not None
     values = {k: t.detach().clone().requires_grad_(backward and t.is_floating_point()) for k, t in start.items()}
     with torch.set_grad_enabled(backward):
@@ -665,15 +737,21 @@ def replay(side: Side, impls: list[Impl], start: Values, grad_out: torch.Tensor 
         if backward:
             values["out"].backward(grad_out)
     grads = {k: t.grad for k, t in [*values.items(), *side.params.items()] if t.grad is not None}
-    return Run({k: t.detach() for k, t in values.items()}, grads)
+    grads |= {k.removeprefix(GRAD_OF): grads.pop(k) for k in list(grads) if k.startswith(GRAD_OF)}
+    return Run({k: t.detach() for k, t in values.items() if not k.startswith(GRAD_OF)}, grads)
 
 
 def isolated(side: Side, impls: list[Impl], provider: Run) -> dict[str, torch.Tensor]:
-    """Each stage's output with its inputs taken from the provider's run: stage name -> output."""
+    """Each stage's output with its inputs taken from the provider's run: stage name -> output. A
+    stage ``served_earlier`` takes its output from the call that served the stage before it, which
+    got the provider's inputs too."""
+    found, written = {}, {}
     with torch.no_grad():
-        return {
-            st.name: st.output({**provider.values, **impl(side, provider.values)}) for st, impl in zip(STAGES, impls)
-        }
+        for st, impl in zip(STAGES, impls):
+            if impl is not served_earlier:
+                written = impl(side, provider.values)
+            found[st.name] = st.output({**provider.values, **written})
+    return found
 
 
 @dataclass
@@ -681,31 +759,32 @@ class Resolved:
     """What serves one stage in the candidate chains: its computation, and the report's entry."""
 
     impl: Impl
-    entry: dict  # {"name", "source"} or {"unavailable": reason}
+    entry: dict  # {"name", "source"} (and "serves" for PAIR's call) or {"unavailable": reason}
 
 
-def _guarded(stage: Stage, cands: tuple[Candidate, ...]) -> Impl:
+def _guarded(served: Stage | Pair, cands: tuple[Candidate, ...]) -> Impl:
+    stages = served.stages if isinstance(served, Pair) else (served.name,)
+
     def impl(side: Side, v: Values) -> Values:
         try:
-            return stage.candidate(side, cands, v)
-        except Exception as exc:  # a candidate that raises loses its stage, not the replay
-            raise StageFailed(stage.name, error_text(exc)) from exc
+            return served.candidate(side, cands, v)
+        except Exception as exc:  # a candidate that raises loses its stages, not the replay
+            raise StageFailed(stages, error_text(exc)) from exc
 
     return impl
 
 
-def resolve(stage: Stage, choice: Choice, mode: str, device: torch.device, backward: bool) -> Resolved:
-    """The candidate chain's computation for ``stage`` under ``mode``; where the chosen candidate
-    cannot run here, the provider's, with the reason."""
-    provider_entry = {"name": PROVIDER, "source": f"diffusers {version('diffusers')} (the provider)"}
+def _serving(
+    served: Stage | Pair, choice: Choice, mode: str, device: torch.device, backward: bool
+) -> tuple[Impl | None, dict]:
+    """The call of the chosen candidate that serves ``served`` under ``mode`` (raising StageFailed)
+    and the report's entry; (None, entry) where diffusers' code serves instead: the provider was
+    chosen, or the candidate cannot run here (the entry says why)."""
     if choice.name == PROVIDER:
-        return Resolved(stage.provider, provider_entry)
+        return None, {"name": PROVIDER, "source": f"diffusers {version('diffusers')} (the provider)"}
     if choice.mode is not None and choice.mode != mode:
-        return Resolved(
-            stage.provider,
-            {"unavailable": f"{choice.label} runs only under mode {choice.mode}; this replay's mode is {mode}"},
-        )
-    cands = tuple(get_candidate(op, choice.name) for op in stage.ops)
+        return None, {"unavailable": f"{choice.label} runs only under mode {choice.mode}; this replay's mode is {mode}"}
+    cands = tuple(get_candidate(op, choice.name) for op in served.ops)
     problems = [p for c in cands if (p := unavailable_reason(c, device))]
     if backward:
         problems += [
@@ -714,9 +793,40 @@ def resolve(stage: Stage, choice: Choice, mode: str, device: torch.device, backw
             if (missing := [g for g in get_op(c.op).grads if g not in differentiated(c, get_op(c.op))])
         ]
     if problems:
-        return Resolved(stage.provider, {"unavailable": "; ".join(dict.fromkeys(problems))})
+        return None, {"unavailable": "; ".join(dict.fromkeys(problems))}
     source = " + ".join(dict.fromkeys(c.source(mode, device) for c in cands))
-    return Resolved(_guarded(stage, cands), {"name": choice.label, "source": source})
+    return _guarded(served, cands), {"name": choice.label, "source": source}
+
+
+def resolve(choices: dict[str, Choice], mode: str, device: torch.device, backward: bool) -> dict[str, Resolved]:
+    """What serves each stage of the candidate chains under ``mode`` (stage name -> Resolved), from
+    ``parse_candidates``' choices; a candidate that cannot run here leaves the provider, with the
+    reason. Chosen under ``PAIR.name``, the pair's call serves its first stage and writes the
+    second's value too (that stage's computation is ``served_earlier``); both entries are the
+    candidate's, with ``serves`` naming the two stages."""
+    chosen = {}
+    for key, choice in choices.items():
+        if key != PAIR.name:
+            stage = STAGE_BY_NAME[key]
+            impl, entry = _serving(stage, choice, mode, device, backward)
+            chosen[key] = Resolved(impl or stage.provider, entry)
+            continue
+        impl, entry = _serving(PAIR, choice, mode, device, backward)
+        first, second = (STAGE_BY_NAME[name] for name in PAIR.stages)
+        if impl is None:
+            chosen |= {first.name: Resolved(first.provider, entry), second.name: Resolved(second.provider, entry)}
+        else:
+            entry |= {"serves": list(PAIR.stages)}
+            chosen |= {first.name: Resolved(impl, entry), second.name: Resolved(served_earlier, entry)}
+    return chosen
+
+
+def fall_back(chosen: dict[str, Resolved], failed: StageFailed, during: str) -> None:
+    """The stages ``failed`` names served by their providers from now on, each entry saying that
+    the candidate raised ``during`` (e.g. "the replay")."""
+    entry = {"unavailable": f"raised during {during}: {failed.reason}"}
+    for name in failed.stages:
+        chosen[name] = Resolved(STAGE_BY_NAME[name].provider, entry)
 
 
 def _repeat_fields(first: list[torch.Tensor], again: list[torch.Tensor]) -> dict:
@@ -817,7 +927,7 @@ def run_chain(
     again. Events: ``inputs`` (length, sha256) and ``length`` (length, data) per length."""
     model = build_model(config, device)
     golden_model = copy.deepcopy(model).double()
-    chosen = {st.name: resolve(st, choices[st.name], mode, device, backward) for st in STAGES}
+    chosen = resolve(choices, mode, device, backward)
     for length in lengths:
         inputs = draw_inputs(config, length)
         emit("inputs", length=length, sha256=fingerprint(inputs.tensors()))
@@ -826,8 +936,5 @@ def run_chain(
                 data = replay_length(model, golden_model, chosen, inputs, device, backward, golden_context)
                 break
             except StageFailed as failed:
-                chosen[failed.stage] = Resolved(
-                    STAGES[STAGE_NAMES.index(failed.stage)].provider,
-                    {"unavailable": f"raised during the replay: {failed.reason}"},
-                )
+                fall_back(chosen, failed, "the replay")
         emit("length", length=length, data=data)

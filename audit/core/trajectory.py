@@ -27,16 +27,15 @@ import torch
 from audit.core.chain import (
     MODALITIES,
     REPEATS,
-    STAGE_NAMES,
     STAGES,
     BlockConfig,
     Choice,
     Impl,
-    Resolved,
     StageFailed,
     _compared,
     build_model,
     draw_inputs,
+    fall_back,
     make_side,
     replay,
     resolve,
@@ -102,7 +101,7 @@ def run_trajectory(
     step by step. A candidate that raises makes its stage unavailable (the provider takes its place)
     and the length runs again. Events: ``inputs`` (length, sha256), ``length`` (length, data)."""
     model = build_model(config, device)
-    chosen = {st.name: resolve(st, choices[st.name], mode, device, False) for st in STAGES}
+    chosen = resolve(choices, mode, device, False)
     timesteps = [float(t) for t in scheduler(steps).timesteps]
     for length in lengths:
         inputs = draw_inputs(config, length)
@@ -115,10 +114,7 @@ def run_trajectory(
                 candidate = [denoise(model, impls, inputs, device, steps) for _ in range(REPEATS)]
                 break
             except StageFailed as failed:
-                chosen[failed.stage] = Resolved(
-                    STAGES[STAGE_NAMES.index(failed.stage)].provider,
-                    {"unavailable": f"raised during the trajectory: {failed.reason}"},
-                )
+                fall_back(chosen, failed, "the trajectory")
         data = {
             "wall_s": time.perf_counter() - began,
             "stages": {st.name: chosen[st.name].entry for st in STAGES},

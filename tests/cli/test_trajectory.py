@@ -1,5 +1,6 @@
 """``audit trajectory`` end to end on the CPU (real worker processes, a reduced block): an identical
-candidate chain stays equal at every step, a planted one-ULP change in the velocity at step k makes
+candidate chain stays equal at every step (also with one fused call serving gate_residual_msa and
+norm2_modulate, recorded as such), a planted one-ULP change in the velocity at step k makes
 k the first differing step, bad input exits 2 before anything runs, and a backend the CPU cannot
 run makes the mode unavailable with the reason. The planted candidate is a test double
 (``tests/plugins/trajectory_planted.py``)."""
@@ -35,6 +36,23 @@ def test_an_identical_candidate_chain_stays_equal_at_every_step(tmp_path):
     assert all(s.cmp.equal and s.cmp.repeatable and s.psnr is None and s.rel_max_abs == 0 for s in run.steps)
     assert run.first_differ is None and run.trend is None
     assert [v.verdict for v in KINDS[report.kind].verdicts(report)] == ["equal"]
+
+
+def test_one_fused_call_for_gate_residual_msa_and_norm2_modulate_is_recorded_and_stays_equal(tmp_path):
+    out = tmp_path / "fused.json"
+    pair = "gate_residual_msa+norm2_modulate"
+    chosen = f"--steps 2 --candidate all=provider --candidate {pair}=rl_kernel".split()
+    done = audit("trajectory", *SMALL, *chosen, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    report = load_report(out).root
+    assert report.candidates[pair] == "rl_kernel" and not {"gate_residual_msa", "norm2_modulate"} & set(
+        report.candidates
+    )
+    run = report.results["plain"].lengths["17"]
+    for stage in pair.split("+"):
+        assert run.stages[stage].name == "rl_kernel" and run.stages[stage].serves == pair.split("+")
+    assert all(s.cmp.equal and s.cmp.repeatable for s in run.steps)
+    assert f"norm2_modulate=rl_kernel (one call: {pair})" in " ".join(done.stdout.split())  # however it wraps
 
 
 @pytest.mark.parametrize("step", [1, 4])

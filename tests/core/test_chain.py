@@ -12,7 +12,10 @@ from contextlib import contextmanager
 import pytest
 import torch
 from tests.helpers import audit
+from typer.testing import CliRunner
 
+import rl_kernel_ops
+from audit.cli import app
 from audit.core import candidates, chain
 from audit.core.compare import count_differ
 from modes import MODES
@@ -179,6 +182,86 @@ def test_a_gradient_that_changes_between_backward_runs_is_marked_not_repeatable_
     assert gate.grads["h0"].equal and gate.grads["attn"].equal  # d_res and d_y do not read d_gate
     assert replay.drop_in.forward and not replay.drop_in.backward
     assert replay.first_grad_drift is None and replay.first_drift is None
+
+
+PAIR = "gate_residual_msa+norm2_modulate"
+
+
+def _one_replay(items: list[str], calls: list) -> chain.Run:
+    """One forward and backward replay of the candidate chain that ``items`` choose (SMALL, length 6)."""
+    chosen = chain.resolve(chain.parse_candidates(items, MODES), "plain", CPU, backward=True)
+    inputs = chain.draw_inputs(SMALL, 6)
+    side = chain.make_side(chain.build_model(SMALL, CPU), inputs, CPU, grad=True)
+    start = {"timestep": inputs.timestep, "h0": inputs.hidden}
+    calls.clear()
+    return chain.replay(side, [chosen[st.name].impl for st in chain.STAGES], start, inputs.grad_out)
+
+
+def test_one_fused_rl_kernel_call_gives_the_two_stage_chains_bits_forward_and_backward(monkeypatch):
+    """rl_kernel's CPU oracle of gate_residual_norm_modulate is its gate_residual then its
+    norm_modulate: called once for both stages, it must give every value and every gradient of
+    the chain with those two candidates in the two stages (h1's as its sum over both readers)."""
+    calls = []
+    fused_op = rl_kernel_ops.gate_residual_norm_modulate
+    monkeypatch.setattr(rl_kernel_ops, "gate_residual_norm_modulate", lambda *a: calls.append(1) or fused_op(*a))
+    fused = _one_replay(["all=provider", f"{PAIR}=rl_kernel"], calls)
+    assert len(calls) == 1
+    two = _one_replay(["all=provider", "gate_residual_msa=rl_kernel", "norm2_modulate=rl_kernel"], calls)
+    assert not calls
+    assert fused.values.keys() == two.values.keys() and fused.grads.keys() == two.grads.keys()
+    assert all(count_differ(fused.values[k], two.values[k]) == 0 for k in two.values)
+    assert all(count_differ(fused.grads[k], two.grads[k]) == 0 for k in two.grads)
+    assert fused.grads["h1"].abs().sum() > 0
+
+
+def test_the_fused_rl_kernel_pair_keeps_the_providers_forward_and_repeats_its_gradients():
+    replay = _replay(["all=provider", f"{PAIR}=rl_kernel"], backward=True)
+    stages = {s.stage: s for s in replay.stages}
+    for name in ("gate_residual_msa", "norm2_modulate"):
+        assert stages[name].candidate.name == "rl_kernel" and stages[name].candidate.serves == list(PAIR.split("+"))
+    assert stages["norm1_modulate"].candidate.name == "provider" and stages["norm1_modulate"].candidate.serves is None
+    assert replay.drop_in.forward and replay.first_drift is None and replay.first_isolated_drift is None
+    assert all(s.isolated_vs_provider.equal for s in replay.stages)
+    assert all(c.repeatable for s in replay.stages for c in s.grads.values())
+
+
+def test_a_fused_call_one_ulp_off_in_n2_only_drifts_from_norm2_modulate_chained_and_isolated(planted):
+    replay = _replay(["all=provider", f"{PAIR}=n2_one_ulp_off"], backward=False)
+    assert replay.first_drift == replay.first_isolated_drift == "norm2_modulate"
+    stages = {s.stage: s for s in replay.stages}
+    gate, norm2 = stages["gate_residual_msa"], stages["norm2_modulate"]
+    assert gate.chained_vs_provider.equal and gate.isolated_vs_provider.equal
+    for cmp in (norm2.chained_vs_provider, norm2.isolated_vs_provider):
+        assert cmp.differ == 1 and cmp.ulp_max == 1 and cmp.first_differ == [0, 0, 0] and cmp.repeatable
+    assert gate.candidate.name == norm2.candidate.name == "n2_one_ulp_off"
+
+
+def test_a_fused_candidate_that_cannot_run_here_leaves_the_provider_in_both_stages_with_the_reason():
+    chosen = chain.resolve(chain.parse_candidates([f"{PAIR}=sglang_fused_residual"], MODES), "plain", CPU, True)
+    for name in PAIR.split("+"):
+        assert chosen[name].impl is chain.STAGE_BY_NAME[name].provider
+        assert "sglang_fused_residual gives no gradient for res, y, gate, w" in chosen[name].entry["unavailable"]
+
+
+@pytest.mark.parametrize(
+    "given, says",
+    [
+        ([f"{PAIR}=nope"], "no candidate 'nope' for gate_residual_norm_modulate"),
+        ([f"{PAIR}=rl_kernel[nomode]"], "the mode in NAME[MODE] must be one of"),
+        (["norm2_modulate+gate_residual_msa=rl_kernel"], f"the one pair is {PAIR}"),
+        (["norm1_modulate+attention=rl_kernel"], f"the one pair is {PAIR}"),
+        ([f"{PAIR}=rl_kernel", "norm2_modulate=provider"], "and norm2_modulate=provider: one call serves both"),
+        (["gate_residual_msa=rl_kernel", f"{PAIR}=rl_kernel"], "and gate_residual_msa=rl_kernel: one call serves"),
+    ],
+)
+@pytest.mark.parametrize("command", ["chain", "trajectory"])
+def test_a_bad_fused_pair_is_one_line_and_status_2_before_anything_runs(command, given, says, tmp_path):
+    out = tmp_path / "x.json"
+    items = [arg for item in given for arg in ("--candidate", item)]
+    done = CliRunner().invoke(app, [command, "--device", "cpu", *items, "--out", str(out)])
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error")]
+    assert done.exit_code == 2 and len(errors) == 1 and says in errors[0], done.output
+    assert not out.exists()
 
 
 @contextmanager
