@@ -2,8 +2,8 @@
 # Build, here, the three carries that bring vLLM-Omni 0.30.0 with the real vLLM 0.30.0 to the H200
 # (engines/vllm_omni_route.md says why three): each fits one 64 MiB transfer beside the checkout.
 #   bash docs/evidence/h200/vllm_omni_carry.sh
-#   .vo_a/  vllm_py.tgz (vllm and vllm-omni without vLLM's compiled libraries) and the cp312 wheels
-#           the H200's image lacks
+#   .vo_a/  vllm_py.tgz (vllm and vllm-omni without vLLM's compiled libraries, its CUDA headers and
+#           its Rust binary vllm-rs; 17 MB) and the cp312 wheels the H200's image lacks
 #   .vo_b/  vllm/_C_stable_libtorch.abi3.so, gzipped (vllm/platforms/cuda.py imports it on CUDA)
 #   .vo_c/  vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so, gzipped (vllm_flash_attn refuses to import
 #           without an FA extension; FA3 is Hopper's)
