@@ -5,7 +5,8 @@ Verdicts, one per candidate and reference, each pair once (A vs B, not also B vs
 every case:
 - ``reusable``: the output and every gradient bitwise equal in every case, and repeatable (or
   repeatability not checked, which the detail says);
-- ``forward only``: the output equal everywhere, some gradient stably different;
+- ``forward only``: the output equal everywhere, and some gradient stably different or no gradient
+  compared at all where the report's other pairs compare some (a candidate with no backward);
 - ``differs``: the output stably different in some case (the detail names every differing tensor
   and the smallest case where it first differs);
 - ``nondeterministic``: some comparison is not repeatable, so its differences are not a stable
@@ -228,7 +229,9 @@ def _join(items) -> str:
     return ", ".join(dict.fromkeys(items))
 
 
-def _decide(cases: dict[str, CaseComparison | Unavailable]) -> tuple[str, str]:
+def _decide(cases: dict[str, CaseComparison | Unavailable], backward: bool) -> tuple[str, str]:
+    """The pair's verdict and detail over its cases; ``backward``: whether the op has gradients that
+    some pair of the report compares, so a pair that compares none lacks a backward."""
     ordered = sorted(cases.items(), key=lambda kv: int(kv[0]))
     missing = [(c, r.unavailable) for c, r in ordered if isinstance(r, Unavailable)]
     ran = [(c, r) for c, r in ordered if isinstance(r, CaseComparison)]
@@ -261,7 +264,10 @@ def _decide(cases: dict[str, CaseComparison | Unavailable]) -> tuple[str, str]:
     equal = f"{_join(order)} bitwise equal in cases {_join(c for c, _ in ran)}"
     if missing:
         return "unavailable", f"{equal}{gaps}"
-    return "reusable", equal + (" (repeatability not checked)" if unchecked else ", repeatable")
+    equal += " (repeatability not checked)" if unchecked else ", repeatable"
+    if backward and not any(cmp.grads for _, cmp in ran):
+        return "forward only", f"{equal}; no backward: no gradient to compare"
+    return "reusable", equal
 
 
 def verdicts(report: BitwiseReport) -> list[Verdict]:
@@ -271,8 +277,10 @@ def verdicts(report: BitwiseReport) -> list[Verdict]:
         for name, result in report.results.items()
         if isinstance(result, Unavailable)
     ]
-    for name, ref, cases in pairs(report):
-        verdict, detail = _decide(cases)
+    compared = pairs(report)
+    backward = any(isinstance(c, CaseComparison) and c.grads for _, _, cases in compared for c in cases.values())
+    for name, ref, cases in compared:
+        verdict, detail = _decide(cases, backward)
         found.append(Verdict(name, ref, verdict, detail))
     order = list(report.results)
     return sorted(found, key=lambda v: order.index(v.candidate))

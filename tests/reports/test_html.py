@@ -108,8 +108,8 @@ def test_the_grid_agrees_with_each_bitwise_verdict(evidence):
             grads = set().union(*(s for t, s in mine.items() if t.startswith("d")))
             if v.verdict == "reusable":
                 assert outs | grads == {"ok"}, v
-            elif v.verdict == "forward only":
-                assert "bad" not in outs and "bad" in grads, v
+            elif v.verdict == "forward only":  # some gradient differs, or the candidate has none
+                assert "bad" not in outs and ("bad" in grads or not grads), v
             elif v.verdict == "differs":
                 assert "bad" in outs, v
             elif v.verdict == "nondeterministic":

@@ -141,3 +141,18 @@ def test_differs_still_names_the_tensors_that_are_not_repeatable():
 
     [v] = bitwise_verdicts(_gate_residual_with(mutate).root)
     assert v.verdict == "differs" and v.detail == "out from case 257, dgate from case 4097; not repeatable: dgate"
+
+
+def test_an_engine_kernel_with_no_backward_is_forward_only_even_with_every_output_equal():
+    from tests.helpers import REPO
+
+    engines = REPO / "docs" / "evidence" / "h200" / "engines"
+    report = load_report(engines / "h3_bitwise_reuse.gate_residual.json").root
+    by_pair = {(v.candidate, v.reference): v for v in bitwise_verdicts(report)}
+    for ref in ("diffusers", "rl_kernel"):
+        engine = by_pair[("sglang_indexed_gate", ref)]
+        assert engine.verdict == "forward only" and engine.detail.endswith("no backward: no gradient to compare")
+        assert "out bitwise equal in cases 1, 257, 4097, 32768, repeatable" in engine.detail
+    # an op without gradients at all: equal outputs are reusable
+    sinusoid = load_report(engines / "h3_bitwise_reuse.timestep_sinusoid.json").root
+    assert {v.verdict for v in bitwise_verdicts(sinusoid) if v.reference} == {"reusable"}
