@@ -85,22 +85,17 @@ def plan(
     ``modes`` names it, as soon as any candidate runs. ``fields`` are the other fields of ``Plan``."""
     by_mode: dict[str, list[Candidate]] = {}
     ordered = sorted(candidates_for(op.name), key=lambda c: c.report_name("plain") not in op.references)
-    asked = any(
-        c.runs_in(m) and (names is None or c.name in names or c.report_name(m) in names) for c in ordered for m in modes
-    )
-    if task.needs_references and "plain" not in modes and asked:
+
+    def asked(c: Candidate, mode: str) -> bool:
+        return c.runs_in(mode) and (names is None or c.name in names or c.report_name(mode) in names)
+
+    if task.needs_references and "plain" not in modes and any(asked(c, m) for c in ordered for m in modes):
         modes = ["plain", *modes]
     for mode in sorted(modes, key=lambda m: m != "plain"):
         chosen = [
             c
             for c in ordered
-            if c.runs_in(mode)
-            and (
-                names is None
-                or c.name in names
-                or c.report_name(mode) in names
-                or (task.needs_references and c.report_name(mode) in op.references)
-            )
+            if asked(c, mode) or (task.needs_references and c.runs_in(mode) and c.report_name(mode) in op.references)
         ]
         if chosen:
             by_mode[mode] = chosen
