@@ -79,6 +79,7 @@ def modes(mode: Optional[list[str]], envs) -> list[str]:
 def selection(op: str, mode: Optional[list[str]], candidate: Optional[list[str]], envs=None) -> list[str]:
     """The ops selected; unknown op, mode or candidate names are a usage error (status 2)."""
     from audit.core.candidates import candidates_for
+    from audit.core.ops import get_op
 
     load_adapters()
     ops = list(OP_NAMES) if op == "all" else [op]
@@ -87,6 +88,13 @@ def selection(op: str, mode: Optional[list[str]], candidate: Optional[list[str]]
     known = {c.name for o in ops for c in candidates_for(o)}
     known |= {c.report_name(s) for o in ops for c in candidates_for(o) for s in slots if c.runs_in(s)}
     check_names("candidate", candidate or [], sorted(known))
+    idle = [m for m in mode or [] if not any(get_mode(m).runs(get_op(o)) for o in ops)]
+    if idle:
+        runs = [o for o in OP_NAMES if get_mode(idle[0]).runs(get_op(o))]
+        raise usage_error(
+            f"--mode {idle[0]} runs none of the selected ops ({', '.join(ops)}); it runs {', '.join(runs)}"
+            " (row ops run in plain mode only)"
+        )
     return ops
 
 

@@ -173,6 +173,8 @@ def test_plot_out_into_a_missing_directory_creates_it(tmp_path):
         (["run", "--op", "gate_residual", "--repeats", "101", "--device", "cpu"], "--repeats"),
         (["run", "--op", "gate_residual", "--config", "tests", "--device", "cpu"], "a directory, not a file"),
         (["run", "--op", "gate_residual", "--mode", "plain@", "--device", "cpu"], "no environment after '@'"),
+        (["run", "--op", "norm_modulate", "--mode", "vllm", "--device", "cpu"], "--mode vllm runs none of"),
+        (["prior-art", "--op", "gate_residual", "--mode", "sglang", "--device", "cpu"], "it runs timestep_mlp"),
     ],
 )
 def test_out_of_range_values_are_refused_before_anything_runs(argv, says):

@@ -9,6 +9,7 @@
 #   prior-art   their prior-art reports (norm_modulate and gate_residual --quick)
 #   dispatch    the bitwise reports of the three ops the model's dispatchers serve (every candidate,
 #               dispatchers included) and the AdaLN cache's bitwise and quick prior-art reports
+#   prior-art-dispatch  the prior-art reports (--quick) of the dispatcher candidates
 #   trajectory  `audit chain` (forward) and `audit trajectory` with the engine's kernels serving the
 #               block's modulation and gate stages, diffusers' stages everywhere else
 # Each command's exit status and time go to OUT_DIR/times.txt.
@@ -36,7 +37,7 @@ timed() {  # NAME COMMAND...: run, append its output to OUT/NAME.txt, its exit s
 }
 modules="sglang.kernels.ops.diffusion sglang.multimodal_gen.runtime.models.dits.minimax_h3
   sglang.multimodal_gen.runtime.models.dits.minimax_h3_adaln_cache"
-if [ "$what" = dispatch ]; then  # one process: each SGLang import costs 20 s there
+if [ "$what" = dispatch ] || [ "$what" = prior-art-dispatch ]; then  # one process: each import costs 20 s there
   # shellcheck disable=SC2086
   timed imports python3 -c 'import importlib, sys
 for m in sys.argv[1:]: importlib.import_module(m); print("imported", m)' $modules
@@ -65,6 +66,16 @@ timed run_tables python3 -m audit run --op adaln_projection --mode plain --candi
   --device cuda --out "$out/h3_bitwise_reuse.adaln_projection.cache.json" --timeout 300
 timed prior_art_tables python3 -m audit prior-art --op adaln_projection --mode plain --candidate sglang_adaln_cache \
   --quick --device cuda --out "$out/h3_prior_art.adaln_projection.cache.quick.json" --timeout 200
+elif [ "$what" = prior-art-dispatch ]; then
+dispatchers() {  # OP CANDIDATE...: the prior-art report of OP's dispatcher candidates
+  local op=$1; shift
+  timed prior_art_tables python3 -m audit prior-art --op "$op" "${@/#/--candidate=}" --quick --device cuda \
+    --timeout 300 --out "$out/h3_prior_art.$op.dispatch.quick.json"
+}
+dispatchers norm_modulate sglang_modulate_rmsnorm_scale_shift sglang_modulate_rmsnorm_scale_shift_fused
+dispatchers gate_residual sglang_modulate_gate
+dispatchers gate_residual_norm_modulate sglang_modulate_gate_rmsnorm_scale_shift \
+  sglang_modulate_gate_rmsnorm_scale_shift_fused
 elif [ "$what" = trajectory ]; then
 stages() {  # NORM GATE: the candidate options putting NORM in both norm stages and GATE in both gates
   echo --candidate all=provider --candidate "norm1_modulate=$1" --candidate "norm2_modulate=$1" \

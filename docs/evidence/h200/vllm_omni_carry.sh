@@ -6,7 +6,7 @@
 #           its Rust binary vllm-rs; 17 MB) and the cp312 wheels the H200's image lacks
 #   .vo_b/  vllm/_C_stable_libtorch.abi3.so, gzipped (vllm/platforms/cuda.py imports it on CUDA)
 #   .vo_c/  vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so, gzipped (vllm_flash_attn refuses to import
-#           without an FA extension; FA3 is Hopper's)
+#           without an FA extension; FA3 is Hopper's), and the diffusers wheel the references import
 # Then on one warm machine: collect_vllm_omni.sh OUT a, then b, then c (c runs the audits).
 set -euo pipefail
 get() { pip download -q --no-deps --python-version 3.12 --only-binary=:all: -d "$@"; }
@@ -25,4 +25,5 @@ get .vo_a aenum==3.1.16 annotated-types==0.8.0 apache-tvm-ffi==0.1.11 cachetools
 mv "$tmp/vllm_py.tgz" .vo_a/
 gzip -c "$tmp/vllm/_C_stable_libtorch.abi3.so" > .vo_b/_C_stable_libtorch.abi3.so.gz
 gzip -c "$tmp/vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so" > .vo_c/_vllm_fa3_C.abi3.so.gz
+get .vo_c diffusers==0.42.1
 du -sh .vo_a .vo_b .vo_c
