@@ -46,7 +46,9 @@ def _rows_backend(t: torch.Tensor) -> ModuleType:
     return reference_rows
 
 
-def _gemm_backend(t: torch.Tensor) -> ModuleType:
+def gemm_backend(t: torch.Tensor) -> ModuleType:
+    """The module computing the GEMM ops for tensors on ``t``'s device: ``cuda_gemm`` (the kernels)
+    or ``reference_gemm`` (the oracle); both have the same functions and summation orders."""
     if t.is_cuda:
         from . import cuda_gemm
 
@@ -91,12 +93,12 @@ def adaln_row_gather(table, idx):
 
 def timestep_mlp(x, w1, b1, w2, b2):
     """linear(silu(linear(x, w1, b1)), w2, b2) in FP32 with a row-count-independent summation order."""
-    return _gemm_backend(x).timestep_mlp(x, w1, b1, w2, b2)
+    return gemm_backend(x).timestep_mlp(x, w1, b1, w2, b2)
 
 
 def adaln_projection(temb, w, b):
     """linear(silu(temb).to(bf16), w, b): BF16 inputs, FP32 accumulation, row-count-independent order."""
-    return _gemm_backend(temb).adaln_projection(temb, w, b)
+    return gemm_backend(temb).adaln_projection(temb, w, b)
 
 
 def gate_residual_norm_modulate(res, y, gate, w, shift, scale, idx, eps: float = 1e-5):

@@ -121,19 +121,23 @@ def adaln_backward_kernel(w: torch.Tensor) -> str:
     return "mma"
 
 
+def _adaln_forward(temb, w, b) -> tuple[torch.Tensor, torch.Tensor]:
+    """The forward kernel's (out, a = silu(temb).to(bf16)), with or without autograd around it."""
+    ops = _ops()
+    if adaln_forward_kernel(w) == "wgmma":
+        # RL_KERNEL_OPS_ADALN_WGMMA_VARIANT forces one of the wgmma kernels (1..4, same bits) for
+        # benchmarks; 0 (default) lets the kernel choose by T.
+        variant = int(os.environ.get("RL_KERNEL_OPS_ADALN_WGMMA_VARIANT", "0"))
+        return ops.adaln_proj_forward_wgmma(temb, w, b, variant)
+    return ops.adaln_proj_forward(temb, w, b)
+
+
 class AdalnProjection(torch.autograd.Function):
     """linear(silu(temb).to(bf16), w, b) on the BF16 tensor-core kernels; grads temb, w, b."""
 
     @staticmethod
     def forward(ctx, temb, w, b):
-        ops = _ops()
-        if adaln_forward_kernel(w) == "wgmma":
-            # RL_KERNEL_OPS_ADALN_WGMMA_VARIANT forces one of the wgmma kernels (1..4, same bits) for
-            # benchmarks; 0 (default) lets the kernel choose by T.
-            variant = int(os.environ.get("RL_KERNEL_OPS_ADALN_WGMMA_VARIANT", "0"))
-            out, a = ops.adaln_proj_forward_wgmma(temb, w, b, variant)
-        else:
-            out, a = ops.adaln_proj_forward(temb, w, b)
+        out, a = _adaln_forward(temb, w, b)
         ctx.save_for_backward(temb, a, w)
         return out
 
@@ -152,6 +156,22 @@ class AdalnProjection(torch.autograd.Function):
         return tuple(g if need else None for g, need in zip(grads, needs))
 
 
+def adaln_dgrad_partials(dout: torch.Tensor, w: torch.Tensor, splits: int) -> torch.Tensor:
+    """(splits, T, D) FP32: the backward's dgrad chains over ``splits`` equal chunks of N's rows,
+    not folded (``reference_gemm.adaln_dgrad_partials``), on the wgmma kernel where it covers the
+    chunks, else mma.sync: the same chains, the same bits."""
+    n, d = w.shape
+    dout = kernel_layout(dout.to(torch.bfloat16))
+    if _capability(w.device) == (9, 0) and d % 128 == 0 and n % (64 * splits) == 0:
+        return _ops().adaln_proj_dgrad_part_wgmma(dout, w, splits)
+    return _ops().adaln_proj_dgrad_part(dout, w, splits)
+
+
+def adaln_fold_dgrad(part: torch.Tensor, temb: torch.Tensor) -> torch.Tensor:
+    """d_temb from the chunk partials, by the backward's own fold kernel."""
+    return _ops().adaln_proj_fold_dgrad(kernel_layout(part), temb)
+
+
 def timestep_mlp(x, w1, b1, w2, b2):
     """x (T, F), w1 (Hd, F), b1 (Hd,), w2 (D, Hd), b2 (D,): FP32 CUDA tensors, F, Hd, D % 128 == 0."""
     check_timestep_mlp_args(x, w1, b1, w2, b2)
@@ -160,7 +180,12 @@ def timestep_mlp(x, w1, b1, w2, b2):
 
 
 def adaln_projection(temb, w, b):
-    """temb (T, D) FP32, w (N, D) BF16, b (N,) BF16 CUDA tensors, D and N multiples of 128."""
+    """temb (T, D) FP32, w (N, D) BF16, b (N,) BF16 CUDA tensors, D and N multiples of 128.
+    Where no gradient can be asked for (grad mode off, or no input requiring one: a rollout's
+    forward) the kernel is called without the autograd Function around it: the same kernel, the
+    same bits, less host time per call."""
     check_adaln_projection_args(temb, w, b)
     _check_cuda_layout({"D": w.shape[1], "N": w.shape[0]}, temb=temb, w=w, b=b)
-    return AdalnProjection.apply(temb, w, b)
+    if torch.is_grad_enabled() and (temb.requires_grad or w.requires_grad or b.requires_grad):
+        return AdalnProjection.apply(temb, w, b)
+    return _adaln_forward(temb, w, b)[0]

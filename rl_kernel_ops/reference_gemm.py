@@ -181,6 +181,26 @@ def _silu_grad(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return dy * sig * (1.0 + x * (1.0 - sig))
 
 
+def adaln_dgrad_partials(dout: torch.Tensor, w: torch.Tensor, splits: int) -> torch.Tensor:
+    """(splits, T, D) FP32: bf16(dout) @ w over each of ``splits`` equal chunks of N's rows, one
+    chain each, not folded. The backward's d_temb is ``adaln_fold_dgrad`` of its
+    ``ADALN_SPLITS_DGRAD`` partials; a rank holding some chunks computes just those."""
+    chunk = w.shape[0] // splits
+    dout = dout.to(torch.bfloat16)
+    return torch.stack(
+        [split_k_matmul(dout[:, k : k + chunk], w[k : k + chunk], 1) for k in range(0, w.shape[0], chunk)]
+    )
+
+
+def adaln_fold_dgrad(part: torch.Tensor, temb: torch.Tensor) -> torch.Tensor:
+    """d_temb from the chunk partials: folded in ascending order, rounded to BF16 once (eager's
+    ``bf16(dout @ w)``, whose ``.to(bf16)`` gradient is a cast), then ATen's SiLU backward in FP32."""
+    total = part[0]
+    for p in part[1:]:
+        total = total + p
+    return _per_row(_silu_grad, total.to(torch.bfloat16).float(), temb)
+
+
 # --------------------------------------------------------------------------------------------
 # The ops.
 
@@ -236,9 +256,7 @@ class AdalnProjection(torch.autograd.Function):
         dout = dout.to(torch.bfloat16)
         dtemb = dw = db = None
         if need_temb:
-            # eager: d_a = bf16(dout @ w); the grad of .to(bf16) casts back; then silu backward in FP32.
-            d_a = split_k_matmul(dout, w, ADALN_SPLITS_DGRAD).to(torch.bfloat16).float()
-            dtemb = _per_row(_silu_grad, d_a, temb)
+            dtemb = adaln_fold_dgrad(adaln_dgrad_partials(dout, w, ADALN_SPLITS_DGRAD), temb)
         if need_w:
             dw = rows_outer_sum(dout, a).to(torch.bfloat16)
         if need_b:

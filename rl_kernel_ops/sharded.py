@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 
 import rl_kernel_ops
-from .reference_gemm import ADALN_SPLITS_DGRAD, ROW_CHUNK, _per_row, _silu_grad, pairwise_fold, split_k_matmul
+from .reference_gemm import ADALN_SPLITS_DGRAD, ROW_CHUNK, pairwise_fold
 from .reference_rows import TILE_ROWS, fold_rows, fold_tiles
 
 BF16 = torch.bfloat16
@@ -137,24 +137,18 @@ def adaln_projection_columns(t: dict[str, torch.Tensor], grad: torch.Tensor, ran
     """tp_column: d_temb from shards of w's rows and the upstream gradient's columns, bitwise the
     single process's: each of the ``ADALN_SPLITS_DGRAD`` chunks of N one chain on the rank holding
     its first feature (a chunk that crosses shards has its rows gathered first), the chunk partials
-    folded in ascending order, rounded to BF16 once, then the SiLU backward. Runs the oracle's
-    chain (``split_k_matmul``): the CUDA dgrad folds its chunk partials inside the kernel call."""
-    if t["w"].is_cuda:
-        raise NotImplementedError(
-            "the CUDA dgrad kernel folds its K-chunk partials in the same call (no op returns them)"
-        )
+    folded in ascending order, rounded to BF16 once, then the SiLU backward: the backend's
+    ``adaln_dgrad_partials`` and ``adaln_fold_dgrad``, the two halves of its own backward."""
+    backend = rl_kernel_ops.gemm_backend(t["w"])
     bounds = _bounds(ranks, t["w"].shape[0])
     features = int(bounds[-1])
     chunk = features // ADALN_SPLITS_DGRAD
     owner = _holder(bounds, torch.arange(features) // chunk * chunk)
     mine = owned_rows(ranks, owner, bounds, {"w": t["w"], "g": grad.t().contiguous()})
-    parts = [
-        split_k_matmul(mine["g"][k : k + chunk].t().to(BF16), mine["w"][k : k + chunk], 1)
-        for k in range(0, mine["w"].shape[0], chunk)
-    ]
-    local = torch.stack(parts) if parts else grad.new_zeros(0, grad.shape[0], t["w"].shape[1], dtype=torch.float32)
-    gathered = torch.cat(ranks.all_gather(local))
-    total = gathered[0]
-    for p in gathered[1:]:
-        total = total + p
-    return {"temb": _per_row(_silu_grad, total.to(BF16).float(), t["temb"])}
+    owned = mine["w"].shape[0] // chunk  # owned chunks are whole and consecutive
+    local = (
+        backend.adaln_dgrad_partials(mine["g"].t(), mine["w"], owned)
+        if owned
+        else grad.new_zeros(0, grad.shape[0], t["w"].shape[1], dtype=torch.float32)
+    )
+    return {"temb": backend.adaln_fold_dgrad(torch.cat(ranks.all_gather(local)), t["temb"])}

@@ -37,10 +37,25 @@ std::vector<at::Tensor> adaln_backward_wgmma(const at::Tensor& dout, const at::T
       });
 }
 
+at::Tensor adaln_dgrad_part_wgmma(const at::Tensor& dout, const at::Tensor& w, int64_t splits) {
+  constexpr const char* op = "adaln_proj_dgrad_part_wgmma";
+  return adaln_dgrad_part_with(
+      op, dout, w, splits,
+      [&](int T, int N, int D) {
+        TORCH_CHECK(wgmma_bwd::supported(T, N, D, static_cast<int>(splits),
+                                         {dout.data_ptr(), w.data_ptr()}),
+                    op, ": needs an sm_90 device, T >= 1, D % 128 == 0, N % (64 * splits) == 0 "
+                    "and 16-byte aligned tensors");
+      },
+      [](const bf16* dout_p, const bf16* w_p, float* part, int T, int N, int D, int splits,
+         cudaStream_t stream) { wgmma_bwd::dgrad(dout_p, w_p, part, T, N, D, splits, 0, stream); });
+}
+
 }  // namespace
 }  // namespace rlk
 
 TORCH_LIBRARY_FRAGMENT(rl_kernel_ops, m) {
+  m.def("adaln_proj_dgrad_part_wgmma(Tensor dout, Tensor w, int splits) -> Tensor");
   m.def(
       "adaln_proj_backward_wgmma(Tensor dout, Tensor temb, Tensor a, Tensor w, int splits_dgrad, "
       "int row_chunk, bool need_temb, bool need_w, bool need_b, int variant=0) -> Tensor[]");
@@ -48,4 +63,5 @@ TORCH_LIBRARY_FRAGMENT(rl_kernel_ops, m) {
 
 TORCH_LIBRARY_IMPL(rl_kernel_ops, CUDA, m) {
   m.impl("adaln_proj_backward_wgmma", &rlk::adaln_backward_wgmma);
+  m.impl("adaln_proj_dgrad_part_wgmma", &rlk::adaln_dgrad_part_wgmma);
 }

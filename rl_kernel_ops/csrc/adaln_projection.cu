@@ -13,6 +13,8 @@
 // Ops: adaln_proj_forward(temb, w, b) -> (out, a)
 //      adaln_proj_backward(dout, temb, a, w, splits_dgrad, row_chunk, need_temb, need_w, need_b)
 //          -> [d_temb, dw, db]   (gradients not asked for come back as empty tensors)
+//      adaln_proj_dgrad_part(dout, w, splits) -> (splits, T, D) FP32 partials, unfolded, and
+//      adaln_proj_fold_dgrad(part, temb) -> d_temb: the backward's d_temb in two steps, for shards
 #include "adaln_backward.cuh"
 #include "gemm_common.cuh"
 #include "gemm_mma_bf16.cuh"
@@ -90,6 +92,12 @@ std::tuple<at::Tensor, at::Tensor> adaln_forward_wgmma(const at::Tensor& temb, c
   return adaln_forward_impl(temb, w, b, true, variant);
 }
 
+void mma_dgrad(const bf16* dout_p, const bf16* w_p, float* part, int T, int N, int D, int splits,
+               cudaStream_t stream) {
+  mma_gemm_by_rows<true, false, EPI_F32>(dout_p, w_p, part, nullptr, T, D, N, splits, N, D, D,
+                                         stream);
+}
+
 // mma.sync backward (any sm_80+ device); the order is adaln_backward.cuh's.
 std::vector<at::Tensor> adaln_backward(const at::Tensor& dout, const at::Tensor& temb,
                                        const at::Tensor& a, const at::Tensor& w,
@@ -97,22 +105,34 @@ std::vector<at::Tensor> adaln_backward(const at::Tensor& dout, const at::Tensor&
                                        bool need_w, bool need_b) {
   return adaln_backward_with(
       "adaln_proj_backward", dout, temb, a, w, splits_dgrad, row_chunk, need_temb, need_w, need_b,
-      [](int, int, int) {},
-      [](const bf16* dout_p, const bf16* w_p, float* part, int T, int N, int D, int splits,
-         cudaStream_t stream) {
-        mma_gemm_by_rows<true, false, EPI_F32>(dout_p, w_p, part, nullptr, T, D, N, splits, N, D, D,
-                                               stream);
-      },
+      [](int, int, int) {}, mma_dgrad,
       [](const bf16* dout_p, const bf16* a_p, bf16* dw, int T, int N, int D, cudaStream_t stream) {
         mma_gemm_launch<128, 128, 64, 64, 4, false, false, EPI_BF16>(dout_p, a_p, dw, nullptr, N, D,
                                                                      T, 1, N, D, D, stream);
       });
 }
 
+at::Tensor adaln_dgrad_part(const at::Tensor& dout, const at::Tensor& w, int64_t splits) {
+  return adaln_dgrad_part_with("adaln_proj_dgrad_part", dout, w, splits, [](int, int, int) {},
+                               mma_dgrad);
+}
+
+at::Tensor adaln_fold_dgrad(const at::Tensor& part, const at::Tensor& temb) {
+  constexpr const char* op = "adaln_proj_fold_dgrad";
+  check_tensor(op, part, at::kFloat, 3, "part");
+  check_tensor(op, temb, at::kFloat, 2, "temb");
+  TORCH_CHECK(part.size(1) == temb.size(0) && part.size(2) == temb.size(1) && temb.size(1) % 4 == 0,
+              op, ": part must be (splits, T, D) for temb (T, D), D % 4 == 0");
+  const c10::cuda::CUDAGuard guard(temb.device());
+  return fold_dgrad(part, temb, c10::cuda::getCurrentCUDAStream());
+}
+
 }  // namespace
 }  // namespace rlk
 
 TORCH_LIBRARY_FRAGMENT(rl_kernel_ops, m) {
+  m.def("adaln_proj_dgrad_part(Tensor dout, Tensor w, int splits) -> Tensor");
+  m.def("adaln_proj_fold_dgrad(Tensor part, Tensor temb) -> Tensor");
   m.def("adaln_proj_forward(Tensor temb, Tensor w, Tensor b) -> (Tensor, Tensor)");
   m.def("adaln_proj_forward_wgmma(Tensor temb, Tensor w, Tensor b, int variant=0) -> (Tensor, Tensor)");
   m.def(
@@ -124,4 +144,6 @@ TORCH_LIBRARY_IMPL(rl_kernel_ops, CUDA, m) {
   m.impl("adaln_proj_forward", &rlk::adaln_forward);
   m.impl("adaln_proj_forward_wgmma", &rlk::adaln_forward_wgmma);
   m.impl("adaln_proj_backward", &rlk::adaln_backward);
+  m.impl("adaln_proj_dgrad_part", &rlk::adaln_dgrad_part);
+  m.impl("adaln_proj_fold_dgrad", &rlk::adaln_fold_dgrad);
 }

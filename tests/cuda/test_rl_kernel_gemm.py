@@ -140,6 +140,42 @@ def test_adaln_silu_cast_bitwise_equal_to_eager(adaln):
     assert bits_equal(a, F.silu(temb).to(torch.bfloat16))
 
 
+@pytest.mark.parametrize("rows", [1, 257, 2048])
+def test_adaln_dgrad_in_two_halves_gives_the_backwards_d_temb(adaln, rows):
+    """The sharded path's halves: the chunk partials, computed whole or chunk by chunk on the
+    chunk's rows alone (as a rank holding them does), folded by adaln_fold_dgrad, are bitwise the
+    backward's d_temb."""
+    from rl_kernel_ops import cuda_gemm
+    from rl_kernel_ops.reference_gemm import ADALN_SPLITS_DGRAD
+
+    temb = adaln["x"][:rows].detach().requires_grad_()
+    w, b = adaln["params"]
+    g = device_normal(5, 21, (rows, w.shape[0]), torch.bfloat16)
+    (dtemb,) = torch.autograd.grad(rl_kernel_ops.adaln_projection(temb, w, b), [temb], g)
+    whole = cuda_gemm.adaln_dgrad_partials(g, w, ADALN_SPLITS_DGRAD)
+    chunk = w.shape[0] // ADALN_SPLITS_DGRAD
+    alone = [
+        cuda_gemm.adaln_dgrad_partials(g[:, k : k + chunk], w[k : k + chunk], 1) for k in range(0, w.shape[0], chunk)
+    ]
+    assert bits_equal(torch.cat(alone), whole)
+    assert bits_equal(cuda_gemm.adaln_fold_dgrad(whole, temb.detach()), dtemb)
+
+
+@pytest.mark.parametrize("rows", [1, 3, 8, 257])
+def test_adaln_forward_without_autograd_gives_the_autograd_forwards_bits(adaln, rows):
+    """A forward that cannot be asked for a gradient (no_grad, or no input requiring one) skips the
+    autograd Function: the same bits as the forward autograd records, and no graph."""
+    temb = adaln["x"][:rows]
+    w, b = adaln["params"]
+    recorded = rl_kernel_ops.adaln_projection(temb.detach().requires_grad_(), w, b)
+    assert recorded.grad_fn is not None
+    with torch.no_grad():
+        plain = rl_kernel_ops.adaln_projection(temb.detach().requires_grad_(), w, b)
+    leaves = rl_kernel_ops.adaln_projection(temb, w, b)
+    assert plain.grad_fn is None and leaves.grad_fn is None
+    assert bits_equal(plain, recorded.detach()) and bits_equal(leaves, recorded.detach())
+
+
 @pytest.mark.skipif(torch.cuda.get_device_capability() != (9, 0), reason="the wgmma forward is sm_90 only")
 @pytest.mark.parametrize("variant", [0, 1, 2, 3])
 @pytest.mark.parametrize("rows", [1, 63, 64, 65, 257, 2048])

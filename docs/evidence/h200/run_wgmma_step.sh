@@ -32,8 +32,11 @@ timeout 120 python3 $E/check_adaln_smallt.py --json $OUT/check_smallt_$step.json
 timeout 150 python3 benchmarks/bench_gemm_ops.py --ops adaln_projection --sizes ${SIZES:-1,64,256,2048,8192} --warmup 5 --iters 20 --out $OUT/bench_$step.json > $OUT/bench_$step.log 2>&1
 bits_rc=none
 if [ -n "${OLD_TREE:-}" ]; then
-  PYTHONPATH=$OLD_TREE:$PYTHONPATH RL_KERNEL_OPS_BUILD_DIR=/tmp/rlk_old timeout 90 python3 $E/dump_rl_kernel_bits.py dump /tmp/bits_old.pt > $OUT/bits_$step.txt 2>&1
-  timeout 90 python3 $E/dump_rl_kernel_bits.py dump /tmp/bits_new.pt >> $OUT/bits_$step.txt 2>&1
+  # 132 tensors now; a dump cut by its timeout prints nothing, so each one's exit status is kept
+  PYTHONPATH=$OLD_TREE:$PYTHONPATH RL_KERNEL_OPS_BUILD_DIR=/tmp/rlk_old timeout 240 python3 $E/dump_rl_kernel_bits.py dump /tmp/bits_old.pt > $OUT/bits_$step.txt 2>&1
+  echo "old tree's dump: exit $?" >> $OUT/bits_$step.txt
+  timeout 240 python3 $E/dump_rl_kernel_bits.py dump /tmp/bits_new.pt >> $OUT/bits_$step.txt 2>&1
+  echo "new tree's dump: exit $?" >> $OUT/bits_$step.txt
   python3 $E/dump_rl_kernel_bits.py compare /tmp/bits_old.pt /tmp/bits_new.pt >> $OUT/bits_$step.txt 2>&1; bits_rc=$?
 fi
 if grep -q '"all_checks_pass": true' $OUT/check_bwd_$step.json 2>/dev/null && [ "$smallt_rc" = 0 ] && [ "$bits_rc" != 1 ]; then
