@@ -38,12 +38,23 @@ from .schema import (
     FieldError,
     ReportBase,
     Strict,
+    Timing,
     Unavailable,
     json_path,
     reference_of,
     without_none,
 )
-from .tables import CPU_NOTE, Cell, Section, View, cmp_cell, unavailable_cell, verdict_section, visible
+from .tables import (
+    CPU_NOTE,
+    Cell,
+    Section,
+    View,
+    cmp_cell,
+    timing_section,
+    unavailable_cell,
+    verdict_section,
+    visible,
+)
 from .verdict import Status, Verdict
 
 STATUSES: dict[str, Status] = {
@@ -104,11 +115,12 @@ class BitwiseReport(ReportBase):
     cases: list[int]
     inputs_sha256: dict[CaseKey, str] | None = None
     kernel_names: list[str] | None = None
+    timing: Timing | None = None
     results: dict[str, BitwiseCandidate | Unavailable]
 
     @model_serializer(mode="wrap")
     def _drop_absent_fingerprints(self, handler):
-        return without_none(handler(self), "contention", "inputs_sha256", "kernel_names")
+        return without_none(handler(self), "contention", "inputs_sha256", "kernel_names", "timing")
 
     @model_validator(mode="after")
     def _kernel_indices(self) -> "BitwiseReport":
@@ -316,7 +328,8 @@ def sections(report: BitwiseReport, view: View = View()) -> list[Section]:
                 section.rows.append(shown)
         if section.rows or not view.only_differ:
             out.append(section)
-    return out + (kernel_sections(report, view) if view.kernels else [])
+    out += kernel_sections(report, view) if view.kernels else []
+    return out + ([timing_section(report.timing)] if view.timing else [])
 
 
 def kernel_sections(report: BitwiseReport, view: View) -> list[Section]:

@@ -12,8 +12,8 @@ from typing import Literal
 from pydantic import Field, model_serializer, model_validator
 
 from .changes import TABLE, Change, Latency, OpDiff, State, availability, reason, worst
-from .schema import CaseKey, Count, Environment, FieldError, ReportBase, Strict, Unavailable, without_none
-from .tables import CPU_NOTE, Cell, Section, View, unavailable_cell, verdict_section
+from .schema import CaseKey, Count, Environment, FieldError, ReportBase, Strict, Timing, Unavailable, without_none
+from .tables import CPU_NOTE, Cell, Section, View, timing_section, unavailable_cell, verdict_section
 from .verdict import Status, Verdict
 
 STATUSES: dict[str, Status] = {"batch-invariant": "ok", "not invariant": "bad", "unavailable": "na"}
@@ -90,11 +90,12 @@ class PriorArtReport(ReportBase):
     environment: PriorArtEnvironment
     contention: bool | None = None  # true: the batch-invariance checks ran under competing GPU load
     quick: bool
+    timing: Timing | None = None
     results: dict[str, dict[str, PriorArtCandidate | Unavailable] | Unavailable]
 
     @model_serializer(mode="wrap")
     def _drop_absent_contention(self, handler):
-        return without_none(handler(self), "contention")
+        return without_none(handler(self), "contention", "timing")
 
 
 def candidates(report: PriorArtReport) -> list[str]:
@@ -218,7 +219,7 @@ def sections(report: PriorArtReport, view: View = View()) -> list[Section]:
             )
         if section.rows:
             sections.append(section)
-    return sections
+    return sections + ([timing_section(report.timing)] if view.timing else [])
 
 
 def _state(entry: PriorArtCandidate | Unavailable | dict) -> State | str:

@@ -193,6 +193,27 @@ class Environment(Strict):
         return without_none(handler(self), "dispatch", "modes")
 
 
+class ProcessTiming(Strict):
+    """One mode's worker processes: how many ran (a crash starts another), their wall time from
+    spawn to reaping in seconds, summed, and the seconds of each phase, summed, in the order a
+    process meets them (``audit.core.timing`` names and defines them). A process that died before
+    reporting its phases adds wall time only: that time is ``unaccounted``."""
+
+    processes: int = Field(ge=1)
+    wall: float = Field(ge=0)
+    phases: dict[str, Annotated[float, Field(ge=0)]]
+
+    @property
+    def unaccounted(self) -> float:
+        return self.wall - sum(self.phases.values())
+
+
+class Timing(Strict):
+    """Where the time of each mode's process(es) went (optional; absent in the example reports)."""
+
+    modes: dict[str, ProcessTiming]
+
+
 class ReportBase(Strict):
     rfc: str
     op: str

@@ -5,7 +5,8 @@ A ``Section`` is a title, an optional note and a table whose cells carry a statu
 repeatable, ``na`` unavailable, with its reason) or ``plain``. ``reports.render`` draws them for the
 terminal or as Markdown. ``View`` narrows what a kind's sections hold: ``only_differ`` hides equal
 cells (and rows and tables left empty), ``candidate`` keeps what involves one candidate, and
-``kernels`` adds the kernel fingerprints of the kinds that record them.
+``kernels`` adds the kernel fingerprints of the kinds that record them, ``timing`` the mode
+processes' time breakdown (``timing_section``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Mapping
 
 from .hints import install_hint
-from .schema import Cmp
+from .schema import Cmp, Timing
 from .verdict import Status, Verdict
 
 CellStatus = Status | Literal["plain"]
@@ -27,11 +28,12 @@ CPU_NOTE = (
 @dataclass(frozen=True)
 class View:
     """What to draw: ``only_differ`` hides equal cells; ``candidate`` keeps one candidate's rows;
-    ``kernels`` adds the kernel fingerprints."""
+    ``kernels`` adds the kernel fingerprints; ``timing`` the time breakdown."""
 
     only_differ: bool = False
     candidate: str | None = None
     kernels: bool = False
+    timing: bool = False
 
     def keeps(self, *names: str | None) -> bool:
         return self.candidate is None or self.candidate in names
@@ -60,6 +62,27 @@ class Section:
     columns: list[str] = field(default_factory=list)
     rows: list[list[Cell]] = field(default_factory=list)
     verdicts: bool = False
+
+
+def timing_section(timing: Timing | None) -> Section:
+    """Per mode: its processes, their wall time, each phase's seconds and share of it, and the time
+    no phase accounts for (a process that died); a note instead for a report without timing."""
+    if timing is None:
+        return Section("timing", "this report has no timing (written before it was measured)")
+    phases = list(dict.fromkeys(p for t in timing.modes.values() for p in t.phases))
+    section = Section(
+        "timing",
+        "seconds per mode's worker process(es) from spawn to end, and where they went (audit.core.timing)",
+        ["mode", "processes", "wall", *phases, "unaccounted"],
+    )
+    for mode, t in timing.modes.items():
+        share = [t.phases.get(p, 0.0) for p in phases]
+        section.rows.append(
+            [Cell(mode), Cell(str(t.processes)), Cell(f"{t.wall:.2f}")]
+            + [Cell(f"{v:.2f} ({100 * v / t.wall:.0f} %)" if t.wall else f"{v:.2f}") for v in share]
+            + [Cell(f"{t.unaccounted:.2f}", "bad" if t.unaccounted > 0.05 * t.wall else "plain")]
+        )
+    return section
 
 
 def cmp_cell(c: Cmp) -> Cell:

@@ -31,6 +31,7 @@ __all__ = [
     "gate_residual_partials",
     "norm_modulate",
     "norm_modulate_partials",
+    "prepare",
     "timestep_mlp",
     "timestep_sinusoid",
 ]
@@ -56,6 +57,15 @@ def gemm_backend(t: torch.Tensor) -> ModuleType:
     from . import reference_gemm
 
     return reference_gemm
+
+
+def prepare(device: torch.device | str) -> None:
+    """Build (first run only) and load the CUDA extension when ``device`` is a CUDA device, so that
+    the first op call does not pay for it; nothing on the CPU. Raises RuntimeError as ``_build``."""
+    if torch.device(device).type == "cuda":
+        from . import _build
+
+        _build.load_extension()
 
 
 def backend_description(device: torch.device | str) -> str:

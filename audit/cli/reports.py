@@ -88,6 +88,15 @@ def show(
             "(on a CPU, the operators) its forward and its backward pass ran, with launch counts.",
         ),
     ] = False,
+    timing: Annotated[
+        bool,
+        typer.Option(
+            "--timing",
+            help="Also show where each mode process's time went (bitwise and prior-art reports): wall time "
+            "from spawn to end, and start, imports, setup, build, inputs, compute, comparison, writing, kernels "
+            "and exit, each with its share.",
+        ),
+    ] = False,
     max_size: MaxSizeOpt = MAX_REPORT_MB,
 ) -> None:
     """Render reports: the verdict table first (one line per candidate and reference, each pair
@@ -98,7 +107,7 @@ def show(
     from reports.render import View, print_report, to_markdown
     from reports.show_json import ShowDocument, report_out
 
-    view = View(only_differ=only_differ, candidate=candidate, kernels=kernels)
+    view = View(only_differ=only_differ, candidate=candidate, kernels=kernels, timing=timing)
     document = ShowDocument(reports=[])
     for path in files:
         report = _load_or_exit(path, max_size)

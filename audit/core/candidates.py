@@ -47,6 +47,9 @@ class Candidate:
     accepts: Accepts | None = field(default=None, repr=False)  # why it cannot take these inputs' shapes
     # on this device (tensors, possibly on the meta device, in; a reason or None out); None: any shapes
     # the op allows. A refused case is unavailable with that reason; the other cases run
+    prepare: Callable[[torch.device], None] | None = field(default=None, repr=False)  # work done once per
+    # process before the candidate computes on the device (rl_kernel: build or load its CUDA extension),
+    # timed as the process's ``build`` phase; raising makes the candidate unavailable with the reason
     chunk_order: dict[str, ChunkOrder] = field(default_factory=dict, repr=False)  # layout -> the sharded
     # computation of the gradients the layout reduces, each folded from chunk partials in the
     # single-process order (``audit parallel``'s ``chunk_order`` reduction); it raises NotImplementedError

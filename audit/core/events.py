@@ -97,14 +97,19 @@ class Failed:
 
 @dataclass(frozen=True)
 class Crashed:
-    """The exception that is ending the worker, as ``error_text`` words it."""
+    """The exception that is ending the worker, as ``error_text`` words it, and the phases measured
+    until then (as ``Finished``'s)."""
 
     reason: str
+    phases: dict[str, float]
 
 
 @dataclass(frozen=True)
 class Finished:
-    """Every unit of every runnable candidate is done."""
+    """Every unit of every runnable candidate is done; ``phases``: the seconds the process spent in
+    each timing phase it measures itself (``audit.core.timing``)."""
+
+    phases: dict[str, float]
 
 
 Event = Union[
@@ -163,6 +168,7 @@ class Job:
     kernels: bool = False
     sizes: dict | None = None
     contention: bool = False
+    spawned: float = 0.0  # the runner's time.time() when it started the process (timing's ``start``)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

@@ -81,7 +81,21 @@ def bitwise_report(p: Plan, outcome: Outcome) -> dict:
             results[name]["kernels"] = cases
         kernels = {"kernel_names": names}
     loaded = {"contention": True} if p.contention else {}
-    return {**_header(p, outcome), **loaded, "cases": p.units, "inputs_sha256": plain, **kernels, "results": results}
+    return {
+        **_header(p, outcome),
+        **loaded,
+        "cases": p.units,
+        "inputs_sha256": plain,
+        **kernels,
+        **_timing(p, outcome),
+        "results": results,
+    }
+
+
+def _timing(p: Plan, outcome: Outcome) -> dict:
+    """``{"timing": {"modes": ...}}`` for the plan's modes that started a process, else nothing."""
+    modes = {m: outcome.timing[m] for m in p.by_mode if m in outcome.timing}
+    return {"timing": {"modes": modes}} if modes else {}
 
 
 def prior_art_report(p: Plan, outcome: Outcome) -> dict:
@@ -107,7 +121,8 @@ def prior_art_report(p: Plan, outcome: Outcome) -> dict:
                 entry = {"unavailable": "the checks did not complete"}
             per_mode[name] = entry
         results[mode_name] = per_mode
-    return {**header, **({"contention": True} if p.contention else {}), "quick": p.quick, "results": results}
+    loaded = {"contention": True} if p.contention else {}
+    return {**header, **loaded, "quick": p.quick, **_timing(p, outcome), "results": results}
 
 
 def parallel_report(p, results: dict[str, dict], sources: dict[str, str]) -> dict:

@@ -38,6 +38,7 @@ from audit.core.events import (
     decode,
 )
 from audit.core.ops import OpSpec
+from audit.core.timing import PHASES
 from audit.parent import launch
 from audit.parent.interpreters import Environments, worker_setup
 from audit.parent.tasks import Task
@@ -113,6 +114,7 @@ class Outcome:
     interpreters: dict[str, dict] = field(default_factory=dict)  # mode -> the interpreter its worker reported
     kernels: dict[str, dict[str, dict]] = field(default_factory=dict)  # report name -> case -> fingerprint
     dispatch: dict[str, dict] = field(default_factory=dict)  # mode -> its process's dispatch switches
+    timing: dict[str, dict] = field(default_factory=dict)  # mode -> its processes' times (``add_process``)
     tf32: bool = False
     done: set[tuple[str, object]] = field(default_factory=set)  # (report name, unit)
 
@@ -125,6 +127,15 @@ class Outcome:
     def finished(self, name: str, units: list) -> bool:
         return all((name, u) in self.done for u in units)
 
+    def add_process(self, mode: str, wall: float, phases: dict[str, float] | None) -> None:
+        """One more worker process of ``mode``: its wall time from spawn to reaping and, when it
+        finished, its phases (``audit.core.timing``); a process that died adds only wall time."""
+        t = self.timing.setdefault(mode, {"processes": 0, "wall": 0.0, "phases": dict.fromkeys(PHASES, 0.0)})
+        t["processes"] += 1
+        t["wall"] += wall
+        for name, seconds in (phases or {}).items():
+            t["phases"][name] += seconds
+
 
 @dataclass
 class _Process:
@@ -132,6 +143,8 @@ class _Process:
 
     current: tuple[str | None, object] | None = None  # (candidate, unit) running; candidate None: drawing inputs
     finished: bool = False  # it reported that every unit was done
+    phases: dict[str, float] | None = None  # the phases it measured, sent with Finished or Crashed
+    finished_at: float = 0.0  # when that event arrived (time.time())
     timed_out: bool = False
     raised: str | None = None  # the exception that ended it, as it reported it
 
@@ -219,10 +232,10 @@ class _ModeRun:
             case Done() | Failed():
                 self.record_done(ev)
                 proc.current = None
-            case Crashed(reason):
-                proc.raised = reason
-            case Finished():
-                proc.finished = True
+            case Crashed(reason, phases):
+                proc.raised, proc.phases, proc.finished_at = reason, phases, time.time()
+            case Finished(phases):
+                proc.finished, proc.phases, proc.finished_at = True, phases, time.time()
 
     def blame(self, proc: _Process, what: str, log: str, progressed: bool) -> bool:
         """After a process died (``what``, ``log`` its last lines): give up what it was running, or
@@ -292,7 +305,8 @@ def _one_worker(run: _ModeRun, proc: _Process, setup, workdir: Path, timeout: fl
     read_fd, write_fd = os.pipe()
     stem = workdir / f"job-{run.mode.name}-{time.monotonic_ns()}"
     job_path = stem.with_suffix(".json")
-    job_path.write_text(dataclasses.replace(run.job(workdir), events_fd=write_fd).to_json())
+    spawned = time.time()
+    job_path.write_text(dataclasses.replace(run.job(workdir), events_fd=write_fd, spawned=spawned).to_json())
     try:
         worker = launch.start(
             ["-m", "audit.worker.main", str(job_path)],
@@ -314,6 +328,9 @@ def _one_worker(run: _ModeRun, proc: _Process, setup, workdir: Path, timeout: fl
             proc.raised = str(exc)
             break
     code, lingered = launch.settle(worker)
+    ended = time.time()
+    phases = None if proc.phases is None else {**proc.phases, "exit": ended - proc.finished_at}
+    run.outcome.add_process(run.mode.name, ended - spawned, phases)
     return code, lingered, worker.tail()
 
 

@@ -36,6 +36,7 @@ from audit.core.kernels import fingerprint as kernel_fingerprint
 from audit.core.kernels import profiler_problem
 from audit.core.ops import OpSpec
 from audit.core.packages import error_text
+from audit.core.timing import phase
 
 
 Repeats = dict[str, int]  # tensor key ("out.0", "grad.x") -> most elements differing between two runs
@@ -164,7 +165,8 @@ def _against_references(
     result, reps = evaluated
     is_reference = name in store.references
     if is_reference:
-        store.save(case, name, evaluated)
+        with phase("writing"):
+            store.save(case, name, evaluated)
     vs: dict[str, dict] = {}
     for ref in store.references:
         if ref == name:
@@ -208,10 +210,11 @@ def run_bitwise(
         store.new_case()
         emit(Drawing(case))  # a death from here to the first candidate loses this case only
         try:
-            cpu_inputs = draw_inputs(op, case, seed=case)
-            emit(Inputs(case, fingerprint(cpu_inputs)))
-            inputs = {k: v.to(device) for k, v in cpu_inputs.items()}
-            grad_out = draw_grad_out(op, case, seed=case).to(device)
+            with phase("inputs"):
+                cpu_inputs = draw_inputs(op, case, seed=case)
+                emit(Inputs(case, fingerprint(cpu_inputs)))
+                inputs = {k: v.to(device) for k, v in cpu_inputs.items()}
+                grad_out = draw_grad_out(op, case, seed=case).to(device)
         except Exception as exc:  # e.g. out of memory: every candidate loses this case, not the run
             reason = f"the inputs of case {case} could not be drawn: {error_text(exc)}"
             for name, _ in runnable:
@@ -229,9 +232,10 @@ def run_bitwise(
                 emit(Failed(name, case, f"refuses these shapes: {why}"))
                 continue
             try:
-                result, reps = evaluate_repeated(
-                    c, op, inputs, grad_out, repeats, loaded=device if job.contention else None
-                )
+                with phase("compute"):
+                    result, reps = evaluate_repeated(
+                        c, op, inputs, grad_out, repeats, loaded=device if job.contention else None
+                    )
             except Exception as exc:
                 if name in references:
                     store.record_failure(case, name, error_text(exc))
@@ -240,8 +244,11 @@ def run_bitwise(
                     torch.cuda.empty_cache()
                 continue
             if job.kernels:
-                emit(Kernels(name, case, kernels_of(c, op, inputs, grad_out, device)))
-            vs = _against_references(op, store, case=case, name=name, evaluated=(result, reps), emit=emit)
+                with phase("kernels"):
+                    found = kernels_of(c, op, inputs, grad_out, device)
+                emit(Kernels(name, case, found))
+            with phase("comparison"):
+                vs = _against_references(op, store, case=case, name=name, evaluated=(result, reps), emit=emit)
             emit(Done(name, case, vs))
             del result, reps
         del inputs, grad_out

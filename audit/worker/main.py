@@ -6,7 +6,9 @@ turns TF32 off, switches the mode on, reports its dispatch switches (``audit.cor
 and which candidates cannot run here and why, then runs
 the job's ``work`` (``audit.worker.bitwise`` or ``audit.worker.prior_art``). Everything goes to the
 runner as events (``audit.core.events``) on the file descriptor the job names; a candidate that
-raises loses only its unit, and a crash of the whole process is handled by the runner.
+raises loses only its unit, and a crash of the whole process is handled by the runner. The last
+event, ``Finished`` or ``Crashed``, carries the time the process spent in each phase
+(``audit.core.timing``).
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import time
 from pathlib import Path
 
 import torch
 
 from audit.core.availability import interpreter
-from audit.core.candidates import Candidate, get_candidate, unavailable_reason
+from audit.core.candidates import Candidate, get_candidate, load_adapters, unavailable_reason
 from audit.core.dispatch import switches
 from audit.core.events import (
     Crashed,
@@ -36,35 +39,47 @@ from audit.core.events import (
 )
 from audit.core.ops import get_op
 from audit.core.packages import error_text
+from audit.core.timing import phase, spent
+from audit.worker import STARTED
 from modes import get_mode
 
 
 def main(job_path: str) -> int:
     """Run the job; anything raised past the candidates is sent as ``Crashed`` (so the runner can
     say which exception ended the process) and raised again."""
+    imported = time.time()
     job = Job.from_json(Path(job_path).read_text())
     events = os.fdopen(job.events_fd, "w", buffering=1)
 
     def emit(event) -> None:
         events.write(encode(event) + "\n")
 
+    def phases() -> dict[str, float]:
+        now = spent()
+        return {"start": STARTED - job.spawned, **now, "imports": now["imports"] + imported - STARTED}
+
     try:
-        return run_job(job, emit)
+        with phase("setup"):
+            run_job(job, emit)
+        emit(Finished(phases()))
+        return 0
     except BaseException as exc:
-        emit(Crashed(error_text(exc)))
+        emit(Crashed(error_text(exc), phases()))
         raise
 
 
-def run_job(job: Job, emit: Emit) -> int:
+def run_job(job: Job, emit: Emit) -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    with phase("imports"):
+        load_adapters()
     op, mode, device = get_op(job.op), get_mode(job.mode), torch.device(job.device)
     emit(Interpreter(interpreter()))
     try:
         description = mode.call("enable")
     except Exception as exc:
         emit(ModeUnavailable(f"mode {mode.name} cannot be switched on: {error_text(exc)}"))
-        return 0
+        return
     emit(ModeOn(description, torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32))
     emit(Dispatch(switches(mode, device)))
 
@@ -73,6 +88,12 @@ def run_job(job: Job, emit: Emit) -> int:
         c = get_candidate(op.name, name)
         report_name = c.report_name(mode.name)
         problem = unavailable_reason(c, device)
+        if problem is None and c.prepare is not None:
+            try:
+                with phase("build"):
+                    c.prepare(device)
+            except Exception as exc:
+                problem = f"prepare: {error_text(exc)}"
         if problem is None:
             try:
                 emit(Source(report_name, c.source(mode.name, device)))
@@ -84,8 +105,6 @@ def run_job(job: Job, emit: Emit) -> int:
 
     module, _, function = job.work.partition(":")
     getattr(importlib.import_module(module), function)(job, op, mode, device, runnable, emit)
-    emit(Finished())
-    return 0
 
 
 if __name__ == "__main__":

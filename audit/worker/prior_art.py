@@ -27,6 +27,7 @@ from audit.core.evaluate import Result, differentiated, evaluate
 from audit.core.events import Done, Emit, Failed, Job, Start
 from audit.core.inputs import draw_grad_out, draw_input
 from audit.core.ops import OpSpec
+from audit.core.timing import phase
 from audit.core.prior_art_sizes import (
     CHECKS,
     Sizes,
@@ -63,7 +64,9 @@ class Checker:
         Drawing on the CPU dominates for large batches, so each case is drawn once per process
         and shared by the candidates (they get leaf copies of what they differentiate)."""
         key = (rows, seed)
-        if key not in self.input_cache:
+        if key in self.input_cache:
+            return self.input_cache[key]
+        with phase("inputs"):
             params = self.input_cache.get("params")
             if params is None:
                 params = {s.name: draw_input(s, 1, seed).to(self.device) for s in self.op.inputs if not s.rows}
@@ -73,7 +76,7 @@ class Checker:
                 for s in self.op.inputs
             }
             self.input_cache[key] = (inputs, draw_grad_out(self.op, rows, seed).to(self.device))
-        return self.input_cache[key]
+            return self.input_cache[key]
 
     def rows(self, inputs: dict[str, torch.Tensor], index: torch.Tensor | slice) -> dict[str, torch.Tensor]:
         """The same inputs restricted to some rows: row inputs indexed, parameters shared."""
@@ -89,11 +92,12 @@ class Checker:
         def per_row(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             return (bit_patterns(a) != bit_patterns(b)).reshape(a.shape[0], -1).any(dim=1)
 
-        fwd = per_row(got[0][0], want[0][0])
-        grad = torch.zeros_like(fwd)
-        for n in self.row_grads:
-            grad |= per_row(got[1][n], want[1][n])
-        return fwd, grad
+        with phase("comparison"):
+            fwd = per_row(got[0][0], want[0][0])
+            grad = torch.zeros_like(fwd)
+            for n in self.row_grads:
+                grad |= per_row(got[1][n], want[1][n])
+            return fwd, grad
 
     @staticmethod
     def sliced(result: Result, index: torch.Tensor | slice) -> Result:
@@ -324,7 +328,8 @@ def run_prior_art(
                 emit(Start(_name, current[0]))
 
         try:
-            check_candidate(checker, step, loaded=job.contention)
+            with phase("compute"):  # the checks' evaluations; their inputs and comparisons are timed apart
+                check_candidate(checker, step, loaded=job.contention)
         except Exception as exc:
             emit(Failed(name, current[0], f"{current[0]}: {error_text(exc)}"))
         if device.type == "cuda":

@@ -151,11 +151,13 @@ def test_d1_a_kill_at_start_up_keeps_each_candidates_own_reason(tmp_path):
     assert "needs a CUDA device" in unavailable["liger"]
 
 
-# D2 and D7: one run with a candidate that exits, one that raises past the worker, one that floods
+# D2 and D7: one run with a candidate that exits, one that raises past the worker, one that floods,
+# and one whose prepare fails
 
 
 @pytest.fixture(scope="module")
 def crash_report(tmp_path_factory) -> dict:
+    """The whole report."""
     out = tmp_path_factory.mktemp("crash") / "r.json"
     proc = audit_process(
         *RUN,
@@ -167,6 +169,8 @@ def crash_report(tmp_path_factory) -> dict:
         "raises_base",
         "--candidate",
         "floods",
+        "--candidate",
+        "prepare_fails",
         "--out",
         str(out),
         "-q",
@@ -174,11 +178,12 @@ def crash_report(tmp_path_factory) -> dict:
     )
     code, _, err = finish(proc)
     assert code == 0, err
-    return results(out)
+    return json.loads(out.read_text())
 
 
 def test_d2_a_worker_that_exits_or_raises_is_reported_as_it_ended(crash_report):
-    exits, raises = crash_report["exits"]["unavailable"], crash_report["raises_base"]["unavailable"]
+    found = crash_report["results"]
+    exits, raises = found["exits"]["unavailable"], found["raises_base"]["unavailable"]
     assert exits.startswith("mode plain process exited with status 0 after raising SystemExit: 0 while running case 1")
     assert raises.startswith(
         "mode plain process exited with status 1 after raising PlantedBaseException: "
@@ -188,10 +193,24 @@ def test_d2_a_worker_that_exits_or_raises_is_reported_as_it_ended(crash_report):
 
 
 def test_d7_a_20_mb_line_becomes_a_bounded_reason_that_keeps_its_tail(crash_report):
-    reason = crash_report["floods"]["unavailable"]
+    reason = crash_report["results"]["floods"]["unavailable"]
     assert reason.startswith("mode plain process exited with status 5 while running case 1")
     assert len(reason) < 4300 and "[cut to its last 4,096 characters]" in reason
     assert reason.endswith("END OF THE FLOOD")
+
+
+def test_a_candidate_whose_prepare_fails_is_unavailable_with_the_reason(crash_report):
+    assert crash_report["results"]["prepare_fails"] == {"unavailable": "prepare: RuntimeError: planted build failure"}
+
+
+def test_the_processes_that_died_are_counted_and_their_time_left_unaccounted(crash_report):
+    """Three candidates end their process, one each: three plain-mode processes. Two raise, and
+    send their phases as they end; the one that floods exits at once (os._exit), so its time is in
+    the wall time and in no phase."""
+    plain = crash_report["timing"]["modes"]["plain"]
+    assert plain["processes"] == 3
+    assert plain["phases"]["compute"] > 0 and plain["phases"]["exit"] > 0
+    assert plain["wall"] - sum(plain["phases"].values()) > 0.5  # at least its interpreter's start
 
 
 # D3 ------------------------------------------------------------------------------------------

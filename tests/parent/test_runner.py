@@ -2,6 +2,7 @@
 
 import json
 
+from audit.core.timing import PHASES
 from modes import MODES, SGLANG_DEEPGEMM
 from reports.io import load_report
 
@@ -87,6 +88,15 @@ def test_norm_modulate_on_cpu_end_to_end(tmp_path):
     ):
         assert "unavailable" in results[name], name
     assert "diffusers vs rl_kernel" in done.stdout and "verdicts" in done.stdout
+    # each mode process's phases add up to its wall time (within 5 %), every phase it has measured
+    assert set(report.timing.modes) == {"plain", "te_cudnn"}
+    for mode, t in report.timing.modes.items():
+        assert t.processes == 1 and list(t.phases) == list(PHASES), mode
+        assert abs(t.unaccounted) <= 0.05 * t.wall, (mode, t)
+    plain = report.timing.modes["plain"].phases  # it draws, computes, compares and writes the references
+    assert all(plain[p] > 0 for p in ("imports", "inputs", "compute", "comparison", "writing")), plain
+    shown = audit("show", str(path), "--timing")
+    assert "timing" in shown.stdout and "unaccounted" in shown.stdout and "comparison" in shown.stdout
 
 
 def test_row_op_with_only_a_library_mode_is_a_usage_error():

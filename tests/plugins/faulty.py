@@ -1,5 +1,6 @@
 """Test doubles for process isolation (loaded through $AUDIT_PLUGINS): candidates that crash
-their whole process, raise, hang, exit, flood their output or show the environment they saw. A
+their whole process, raise, hang, exit, flood their output, fail to prepare or show the environment
+they saw. A
 real library cannot be made to do this on demand."""
 
 import json
@@ -27,6 +28,15 @@ def crashes(t: dict[str, torch.Tensor]) -> torch.Tensor:
 @candidate("raises", ops=("gate_residual",), source="test double: raises")
 def raises(t: dict[str, torch.Tensor]) -> torch.Tensor:
     raise RuntimeError("planted failure")
+
+
+def _failing_build(device: torch.device) -> None:
+    raise RuntimeError("planted build failure")
+
+
+@candidate("prepare_fails", ops=("gate_residual",), source="test double: its prepare raises", prepare=_failing_build)
+def prepare_fails(t: dict[str, torch.Tensor]) -> torch.Tensor:
+    raise AssertionError("unreachable: a candidate whose prepare failed does not compute")
 
 
 @candidate("hangs", ops=("gate_residual",), source="test double: sleeps forever")

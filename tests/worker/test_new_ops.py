@@ -80,3 +80,6 @@ def test_prior_art_quick_references_batch_invariant(tmp_path, op):
     assert {name: found.get(name) for name in PRIOR_ART[op]} == dict.fromkeys(PRIOR_ART[op], "batch-invariant")
     # the engines' candidates cannot run on a CPU: they are reported unavailable, not left out
     assert all(found[name] == "unavailable" for name in found.keys() - set(PRIOR_ART[op]))
+    plain = report.timing.modes["plain"]  # the checks' time, apart from their inputs and comparisons
+    assert abs(plain.unaccounted) <= 0.05 * plain.wall, plain
+    assert all(plain.phases[p] > 0 for p in ("inputs", "compute", "comparison")), plain
