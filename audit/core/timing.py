@@ -4,7 +4,8 @@ Each phase is wall time spent in it, exclusive: a phase entered inside another p
 so the phases of a process never count a second twice. In the order a process meets them:
 
 - ``start``: from the runner spawning the process to the worker package's first statement;
-- ``imports``: the worker's module imports (torch, the adapters' libraries), to its job's start;
+- ``imports``: the worker's module imports (torch), the adapters, and the libraries each candidate
+  requires (imported to check that it can run: diffusers alone takes about 2 s on a CPU);
 - ``setup``: switching the mode on, the dispatch switches, the candidates' availability and
   sources, and whatever the work loop does outside the phases below (events, bookkeeping);
 - ``build``: the candidates' ``prepare`` (rl_kernel: building or loading its CUDA extension);

@@ -87,7 +87,8 @@ def run_job(job: Job, emit: Emit) -> None:
     for name in job.candidates:
         c = get_candidate(op.name, name)
         report_name = c.report_name(mode.name)
-        problem = unavailable_reason(c, device)
+        with phase("imports"):  # the libraries the candidate requires are imported to check them
+            problem = unavailable_reason(c, device)
         if problem is None and c.prepare is not None:
             try:
                 with phase("build"):
