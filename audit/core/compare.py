@@ -82,13 +82,10 @@ class _Where:
         self.ulp_max: int | None = None
         self.hist = [0] * (HIST_TOP + 3)
 
-    def add(self, start: int, ca: torch.Tensor, cb: torch.Tensor, mask: torch.Tensor) -> None:
-        positions = mask.nonzero().flatten()
-        if not positions.numel():
-            return
+    def add(self, first: int, da: torch.Tensor, db: torch.Tensor) -> None:
+        """One chunk's differing elements ``da``, ``db`` (at least one), the first at flat index ``first``."""
         if self.first is None:
-            self.first = start + int(positions[0])
-        da, db = ca[positions], cb[positions]
+            self.first = first
         finite = torch.isfinite(da) & torch.isfinite(db)
         self.hist[-1] += int((~finite).sum())
         if bool(finite.any()):
@@ -138,17 +135,20 @@ def compare(a: torch.Tensor, b: torch.Tensor) -> dict:
     max_abs = 0.0
     for start in range(0, fa.numel(), _CHUNK):
         ca, cb = fa[start : start + _CHUNK], fb[start : start + _CHUNK]
-        mask = bit_patterns(ca) != bit_patterns(cb)
-        differ += int(mask.sum())
+        positions = (bit_patterns(ca) != bit_patterns(cb)).nonzero().flatten()
+        if not positions.numel():  # equal bits: |a - b| is 0 wherever both are finite
+            continue
+        differ += positions.numel()
+        da, db = ca[positions], cb[positions]  # max_abs and the rest need only these
         if floating or ca.dtype.is_complex:
-            da, db = ca.double(), cb.double()
-            finite = torch.isfinite(da) & torch.isfinite(db)
+            wa, wb = da.double(), db.double()
+            finite = torch.isfinite(wa) & torch.isfinite(wb)
             if bool(finite.any()):
-                max_abs = max(max_abs, float((da - db).abs()[finite].max()))
+                max_abs = max(max_abs, float((wa - wb).abs()[finite].max()))
             if where is not None:
-                where.add(start, ca, cb, mask)
-        elif ca.numel():
-            max_abs = max(max_abs, float((ca.double() - cb.double()).abs().max()))
+                where.add(start + int(positions[0]), da, db)
+        else:
+            max_abs = max(max_abs, float((da.double() - db.double()).abs().max()))
     entry = {"equal": differ == 0, "differ": differ, "numel": fa.numel(), "max_abs": max_abs}
     if differ and where is not None:
         entry |= where.fields()
