@@ -25,6 +25,7 @@ from audit.core.packages import error_text
 from audit.core import backends
 from audit.core.candidates import load_adapters
 from audit.core.chain import BlockConfig, Choice, run_chain
+from audit.worker import leave
 
 
 def serve(job_path: str, result_path: str, what: str, body: Callable) -> int:
@@ -114,4 +115,4 @@ def main(job_path: str, result_path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:3]))
+    leave(main(*sys.argv[1:3]))

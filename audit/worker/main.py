@@ -40,7 +40,7 @@ from audit.core.events import (
 from audit.core.ops import get_op
 from audit.core.packages import error_text
 from audit.core.timing import phase, spent
-from audit.worker import STARTED
+from audit.worker import STARTED, leave
 from modes import get_mode
 
 
@@ -109,4 +109,4 @@ def run_job(job: Job, emit: Emit) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    leave(main(sys.argv[1]))

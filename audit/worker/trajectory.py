@@ -13,6 +13,7 @@ import torch
 from audit.core.chain import BlockConfig
 from audit.core.trajectory import run_trajectory
 from audit.worker.chain import serve
+from audit.worker import leave
 
 
 def denoise(job: dict, mode, device: torch.device, choices: dict, emit) -> None:
@@ -25,4 +26,4 @@ def main(job_path: str, result_path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:3]))
+    leave(main(*sys.argv[1:3]))
