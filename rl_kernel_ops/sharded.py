@@ -16,8 +16,8 @@ crosses a shard boundary are gathered onto that rank first (a copy). The partial
 the same device, at any rank count and for uneven row shards.
 
 ``ranks`` is any object with ``rank``, ``ranks``, ``all_gather(t) -> [t of every rank]`` (first
-dimensions may differ) and ``broadcast(t, src) -> t``. A function that cannot run on the tensors'
-device raises NotImplementedError saying why.
+dimensions may differ) and ``broadcast(t, src) -> t``. Every function runs on the CPU (the oracle)
+and on CUDA (the kernels, whose reductions are exposed in the same halves).
 """
 
 from __future__ import annotations

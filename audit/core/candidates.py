@@ -52,8 +52,7 @@ class Candidate:
     # timed as the process's ``build`` phase; raising makes the candidate unavailable with the reason
     chunk_order: dict[str, ChunkOrder] = field(default_factory=dict, repr=False)  # layout -> the sharded
     # computation of the gradients the layout reduces, each folded from chunk partials in the
-    # single-process order (``audit parallel``'s ``chunk_order`` reduction); it raises NotImplementedError
-    # (why) where it cannot run (a device whose kernels do not expose the partials)
+    # single-process order (``audit parallel``'s ``chunk_order`` reduction)
 
     def report_name(self, mode: str) -> str:
         """``name[MODE]`` for a candidate of every mode; otherwise ``name``, or ``name@ENV`` when

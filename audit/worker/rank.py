@@ -3,15 +3,14 @@ and ``MASTER_PORT`` set): ``python -m torch.distributed.run ... -m audit.worker.
 
 Every rank draws the same seeded inputs as the bitwise audit (so every rank, and the single-process
 reference, computes the same problem), computes the candidate on its shard, and the ranks put the
-results back together as the layout says: gathered along a dimension, or reduced with the
-backend's all-reduce (``native``), by summing every rank's partial in rank order (``fixed_order``)
-and, for a candidate that declares one for the layout (``Candidate.chunk_order``), by folding
-all-gathered chunk partials in the single-process order (``chunk_order``; its reason is recorded
-when it raises NotImplementedError). Rank 0 also computes the unsharded candidate and compares
-each combined tensor with it bitwise, writing one JSON line per case to the job's results file as
-soon as the case is done. With the job's ``repeats`` N > 1, the sharded step (every reduction
-included) and the single process each run N times, and each comparison says whether it is
-repeatable, as in the bitwise audit (``audit.worker.bitwise``). A rank that raises writes
+results back together as the layout says: gathered along a dimension, or reduced with the backend's
+all-reduce (``native``), by summing every rank's partial in rank order (``fixed_order``) and, for a
+candidate that declares one for the layout (``Candidate.chunk_order``), by folding all-gathered
+chunk partials in the single-process order (``chunk_order``). Rank 0 also computes the unsharded
+candidate and compares each combined tensor with it bitwise, writing one JSON line per case to the
+job's results file as soon as the case is done. With the job's ``repeats`` N > 1, the sharded step
+(every reduction included) and the single process each run N times, and each comparison says whether
+it is repeatable, as in the bitwise audit (``audit.worker.bitwise``). A rank that raises writes
 ``rank<R>.failed`` with the reason and exits 1; torchrun then stops the others.
 """
 
@@ -204,10 +203,7 @@ def chunk_order(c, layout: Layout, mine: dict, grad: torch.Tensor, ranks: DistRa
     fn = c.chunk_order.get(layout.name)
     if fn is None:
         return None, f"{c.name} declares no chunk order for {layout.name} (its reductions happen inside its library)"
-    try:
-        return fn(mine, grad, ranks), None
-    except NotImplementedError as exc:
-        return None, str(exc)
+    return fn(mine, grad, ranks), None
 
 
 def main(job_path: str) -> int:
