@@ -109,14 +109,14 @@ def adaln_forward_kernel(w: torch.Tensor) -> str:
     return "mma"
 
 
-def adaln_backward_kernel(w: torch.Tensor) -> str:
-    """Which backward GEMM kernels adaln_projection runs for weight ``w``: "wgmma" (sm_90,
-    D % 128 == 0, N % (64 * ADALN_SPLITS_DGRAD) == 0, unless RL_KERNEL_OPS_ADALN_WGMMA_BWD=0) or
-    "mma"."""
+def adaln_backward_kernel(w: torch.Tensor, splits: int = ADALN_SPLITS_DGRAD) -> str:
+    """Which backward GEMM kernels adaln_projection runs for weight ``w`` with dgrad in ``splits``
+    chunks: "wgmma" (sm_90, D % 128 == 0, N % (64 * splits) == 0, unless
+    RL_KERNEL_OPS_ADALN_WGMMA_BWD=0) or "mma"."""
     if os.environ.get("RL_KERNEL_OPS_ADALN_WGMMA_BWD", "1") == "0":
         return "mma"
     n, d = w.shape
-    if _capability(w.device) == (9, 0) and d % 128 == 0 and n % (64 * ADALN_SPLITS_DGRAD) == 0:
+    if _capability(w.device) == (9, 0) and d % 128 == 0 and n % (64 * splits) == 0:
         return "wgmma"
     return "mma"
 
@@ -158,11 +158,10 @@ class AdalnProjection(torch.autograd.Function):
 
 def adaln_dgrad_partials(dout: torch.Tensor, w: torch.Tensor, splits: int) -> torch.Tensor:
     """(splits, T, D) FP32: the backward's dgrad chains over ``splits`` equal chunks of N's rows,
-    not folded (``reference_gemm.adaln_dgrad_partials``), on the wgmma kernel where it covers the
-    chunks, else mma.sync: the same chains, the same bits."""
-    n, d = w.shape
+    not folded (``reference_gemm.adaln_dgrad_partials``), on the kernels ``adaln_backward_kernel``
+    picks for them: the same chains, the same bits."""
     dout = kernel_layout(dout.to(torch.bfloat16))
-    if _capability(w.device) == (9, 0) and d % 128 == 0 and n % (64 * splits) == 0:
+    if adaln_backward_kernel(w, splits) == "wgmma":
         return _ops().adaln_proj_dgrad_part_wgmma(dout, w, splits)
     return _ops().adaln_proj_dgrad_part(dout, w, splits)
 
