@@ -65,8 +65,9 @@ def _cuda_counts(prof) -> Counts:
 def _cpu_counts(prof) -> Counts:
     """The CPU operators as ``prof.events()`` lists them, from the raw events: utility ops and
     hidden events dropped; an event whose enclosing event on its thread has its name and no other
-    child is the same call recorded twice and counted once (torch's ``_remove_dup_nodes``, run
-    until nothing changes); then user annotations and engine wrappers left out of the counts."""
+    child is the same call recorded twice and counted once (torch's ``_remove_dup_nodes``; one pass
+    in start order reaches its fixed point, since removing an event only rewires its own children,
+    which come later); then user annotations and engine wrappers left out of the counts."""
     kept = [
         e
         for e in prof.profiler.kineto_results.events()
@@ -91,18 +92,14 @@ def _cpu_counts(prof) -> Counts:
                 parent[i] = open_[-1]
                 children.setdefault(open_[-1], []).append(i)
             open_.append(i)
-        changed = True
-        while changed:
-            changed = False
-            for i in members:
-                p = parent.get(i)
-                if i in removed or p is None or kept[p].name() != kept[i].name() or len(children[p]) != 1:
-                    continue
-                children[p] = children.pop(i, [])
-                for child in children[p]:
-                    parent[child] = p
-                removed.add(i)
-                changed = True
+        for i in members:
+            p = parent.get(i)
+            if p is None or kept[p].name() != kept[i].name() or len(children[p]) != 1:
+                continue
+            children[p] = children.pop(i, [])
+            for child in children[p]:
+                parent[child] = p
+            removed.add(i)
     names = [
         e.name()
         for i, e in enumerate(kept)
