@@ -1,4 +1,5 @@
-"""The worker processes: each runs one job (``main``, ``chain``, ``rank``) and reports events."""
+"""The worker processes: each runs one job (``main``, ``chain``, ``trajectory``, ``rank``,
+``selftest``) and reports what it found."""
 
 import os
 import sys
