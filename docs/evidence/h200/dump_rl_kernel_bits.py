@@ -22,6 +22,9 @@ from audit.core.ops import OPS
 def dump(path: str) -> None:
     import rl_kernel_ops
 
+    if not hasattr(rl_kernel_ops, "prepare"):
+        # a tree from before candidates were prepared: its extension loads on the first call
+        rl_kernel_ops.prepare = lambda device: None
     load_adapters()
     dev = torch.device("cuda")
     out = {"source": rl_kernel_ops.__file__}
