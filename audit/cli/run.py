@@ -36,9 +36,10 @@ from reports.io import MAX_REPORT_MB
 from audit.cli.session import Work, execute, gate_for, junit_path, report_paths
 
 
-def _works(plans, paths: dict[str, Path], timeout: float) -> list[Work]:
-    """One ``Work`` per plan that has something to run; a plan without is named on stderr."""
-    from audit.parent.runner import run_plan
+def _works(plans, paths: dict[str, Path], timeout: float, ahead: int):
+    """One ``Work`` per plan that has something to run (a plan without is named on stderr), and the
+    ``Runner`` that runs them, starting up to ``ahead`` mode workers before their turn."""
+    from audit.parent.runner import Runner
 
     for p in [p for p in plans if not p.by_mode]:
         err.print(
@@ -48,15 +49,12 @@ def _works(plans, paths: dict[str, Path], timeout: float) -> list[Work]:
     plans = [p for p in plans if p.by_mode]
     if not plans:
         raise typer.BadParameter("nothing to run for the selected op, modes and candidates")
-    return [
-        Work(
-            p.op.name,
-            p.total,
-            paths[p.op.name],
-            lambda advance, p=p: p.task.assemble(p, run_plan(p, timeout=timeout, advance=advance)),
-        )
-        for p in plans
+    runner = Runner(plans, timeout=timeout, ahead=ahead)
+    works = [
+        Work(p.op.name, p.total, paths[p.op.name], lambda advance, i=i, p=p: p.task.assemble(p, runner.run(i, advance)))
+        for i, p in enumerate(plans)
     ]
+    return works, runner
 
 
 @app.command()
@@ -90,6 +88,19 @@ def run(
         ),
     ] = True,
     contention: ContentionOpt = False,
+    ahead: Annotated[
+        Optional[int],
+        typer.Option(
+            min=0,
+            max=8,
+            show_default=False,
+            help="Mode processes started before their turn (0-8), of this op or the next: they import, switch "
+            "their mode on and draw their first inputs while an earlier mode computes, then wait. Modes still "
+            "compute one at a time, in order, so the bits do not depend on it; each waiting process holds its "
+            "libraries and first inputs in memory. 0 starts each process at its turn. [default: half the CPU "
+            "cores, at most 8]",
+        ),
+    ] = None,
     baseline: BaselineOpt = None,
     fail_on: FailOnOpt = None,
     junit: JunitOpt = None,
@@ -139,7 +150,7 @@ def run(
                 contention=contention,
             )
         )
-    works = _works(plans, paths, timeout)
+    works, runner = _works(plans, paths, timeout, min(8, (os.cpu_count() or 2) // 2) if ahead is None else ahead)
     gate = gate_for(
         baseline,
         fail_on,
@@ -151,7 +162,7 @@ def run(
     )
     if dev.type == "cpu" and not case:
         err.print("[dim]CPU device: using each op's CPU cases (pass --case to choose).[/]")
-    execute(works, unit="candidate × case", gate=gate, quiet=quiet, junit=junit)
+    execute(works, unit="candidate × case", gate=gate, quiet=quiet, junit=junit, workers=runner)
 
 
 @app.command("prior-art")
@@ -219,7 +230,7 @@ def prior_art(
         )
         for spec in map(get_op, ops)
     ]
-    works = _works(plans, paths, timeout)
+    works, runner = _works(plans, paths, timeout, ahead=0)  # latency is measured: nothing computes beside it
     gate = gate_for(
         baseline,
         fail_on,
@@ -230,7 +241,7 @@ def prior_art(
         allow_missing=allow_missing,
         max_size=max_size,
     )
-    execute(works, unit="candidate × check", gate=gate, quiet=quiet, junit=junit)
+    execute(works, unit="candidate × check", gate=gate, quiet=quiet, junit=junit, workers=runner)
 
 
 def _use_megatron_src(path: Optional[Path]) -> Optional[str]:

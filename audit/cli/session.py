@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -187,16 +187,25 @@ class Work:
     compute: Callable[[Advance], dict]
 
 
-def execute(works: list[Work], *, unit: str, gate: Gate, quiet: bool, junit: Optional[Path] = None) -> None:
+def execute(
+    works: list[Work],
+    *,
+    unit: str,
+    gate: Gate,
+    quiet: bool,
+    junit: Optional[Path] = None,
+    workers: AbstractContextManager = nullcontext(),
+) -> None:
     """Compute, write, print and gate ``works`` as the module says; ``junit``: the checked
-    ``--junit`` file (``junit_path``)."""
+    ``--junit`` file (``junit_path``); ``workers``: what owns worker processes across the works
+    (``audit.parent.runner.Runner``), closed when the computation ends, however it ends."""
     from reports.diff import DiffInputError
     from reports.diff import gate as decide
     from reports.render import diff_sections, draw_rich, print_report
 
     written: list = []
     try:
-        with sigterm_raises():
+        with sigterm_raises(), workers:
             _compute_and_write(works, unit, written)
     except (KeyboardInterrupt, Terminated) as exc:
         what = "terminated" if isinstance(exc, Terminated) else "interrupted"

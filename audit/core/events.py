@@ -149,7 +149,8 @@ class Job:
     """What the runner asks one mode worker to do: run ``work`` (``"module:function"``, called as
     ``function(job, op, mode, device, runnable, emit)``) for ``candidates`` over ``units`` under
     ``mode``, skipping the (candidate, unit) pairs in ``skip``; events go to file descriptor
-    ``events_fd``. ``repeats`` and ``kernels`` (take kernel fingerprints) are the bitwise task's,
+    ``events_fd``; it computes once the runner writes a byte on ``turn_fd`` (``audit.worker.await_turn``).
+    ``repeats`` and ``kernels`` (take kernel fingerprints) are the bitwise task's,
     ``sizes`` the prior-art task's; ``contention``: the repeats (bitwise) or the batch-invariance
     checks (prior art) run under competing GPU load (``audit.core.contention``)."""
 
@@ -164,6 +165,7 @@ class Job:
     reference_dir: str
     skip: list = dataclasses.field(default_factory=list)
     events_fd: int = -1
+    turn_fd: int = -1
     repeats: int = 1
     kernels: bool = False
     sizes: dict | None = None

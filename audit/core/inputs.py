@@ -59,9 +59,21 @@ def draw_input(spec: InputSpec, rows: int, seed: int) -> torch.Tensor:
     raise TypeError(f"unknown draw {spec.draw!r}")
 
 
-def draw_inputs(op: OpSpec, rows: int, seed: int) -> dict[str, torch.Tensor]:
-    """All of ``op``'s inputs for ``rows`` rows, on the CPU, in the op's input order."""
-    return {spec.name: draw_input(spec, rows, seed) for spec in op.inputs}
+def draw_inputs(op: OpSpec, rows: int, seed: int, shared: dict | None = None) -> dict[str, torch.Tensor]:
+    """All of ``op``'s inputs for ``rows`` rows, on the CPU, in the op's input order. ``shared``, a
+    dict kept across calls, holds the inputs that do not depend on the case (parameters and
+    tables: seed ``PARAM_SEED``, a shape without rows), so each is drawn once: the same bits, the
+    same tensor object each time."""
+
+    def one(spec: InputSpec) -> torch.Tensor:
+        if shared is None or spec.rows:
+            return draw_input(spec, rows, seed)
+        key = (spec.name, spec.shape(rows))
+        if key not in shared:
+            shared[key] = draw_input(spec, rows, seed)
+        return shared[key]
+
+    return {spec.name: one(spec) for spec in op.inputs}
 
 
 def draw_grad_out(op: OpSpec, rows: int, seed: int) -> torch.Tensor:

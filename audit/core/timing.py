@@ -10,6 +10,7 @@ so the phases of a process never count a second twice. In the order a process me
   sources, and whatever the work loop does outside the phases below (events, bookkeeping);
 - ``build``: the candidates' ``prepare`` (rl_kernel: building or loading its CUDA extension);
 - ``inputs``: drawing each unit's inputs, fingerprinting them, moving them to the device;
+- ``waiting``: a worker started ahead of its turn (``audit.parent.runner.Runner``) waiting for it;
 - ``compute``: the candidates' evaluations, repeats included (a library's first-call JIT compile too);
 - ``comparison``: comparing bits, and reading back the references' tensors other modes wrote;
 - ``writing``: writing the references' tensors for the other modes' processes;
@@ -27,7 +28,19 @@ import time
 from contextlib import contextmanager
 from typing import Iterator
 
-PHASES = ("start", "imports", "setup", "build", "inputs", "compute", "comparison", "writing", "kernels", "exit")
+PHASES = (
+    "start",
+    "imports",
+    "setup",
+    "build",
+    "inputs",
+    "waiting",
+    "compute",
+    "comparison",
+    "writing",
+    "kernels",
+    "exit",
+)
 WORKER_PHASES = PHASES[1:-1]  # measured in the worker
 
 _spent = dict.fromkeys(WORKER_PHASES, 0.0)

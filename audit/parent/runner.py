@@ -5,6 +5,11 @@ disk in a temporary directory for the other modes' processes; the directory is r
 is done. A mode process that crashes, runs out of memory or times out does not end the run: the
 candidate it was running becomes ``{"unavailable": "<exit status and last output lines>"}`` and
 the process is started again for the candidates it had not finished.
+
+Modes take turns: a worker computes only once the runner gives it its turn, one mode at a time, in
+plan order, so what one mode computes never overlaps another's computation. ``Runner`` may start
+the next modes' workers (of this op or the next ones) before their turn, so that their imports,
+mode switch, preparation and first inputs happen while an earlier mode computes; they then wait.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -40,7 +46,7 @@ from audit.core.events import (
 from audit.core.ops import OpSpec
 from audit.core.timing import PHASES
 from audit.parent import launch
-from audit.parent.interpreters import Environments, worker_setup
+from audit.parent.interpreters import Environments, WorkerSetup, worker_setup
 from audit.parent.tasks import Task
 from modes import Mode, get_mode
 
@@ -144,7 +150,6 @@ class _Process:
     current: tuple[str | None, object] | None = None  # (candidate, unit) running; candidate None: drawing inputs
     finished: bool = False  # it reported that every unit was done
     phases: dict[str, float] | None = None  # the phases it measured, sent with Finished or Crashed
-    finished_at: float = 0.0  # when that event arrived (time.time())
     timed_out: bool = False
     raised: str | None = None  # the exception that ended it, as it reported it
 
@@ -233,9 +238,9 @@ class _ModeRun:
                 self.record_done(ev)
                 proc.current = None
             case Crashed(reason, phases):
-                proc.raised, proc.phases, proc.finished_at = reason, phases, time.time()
+                proc.raised, proc.phases = reason, phases
             case Finished(phases):
-                proc.finished, proc.phases, proc.finished_at = True, phases, time.time()
+                proc.finished, proc.phases = True, phases
 
     def blame(self, proc: _Process, what: str, log: str, progressed: bool) -> bool:
         """After a process died (``what``, ``log`` its last lines): give up what it was running, or
@@ -265,11 +270,64 @@ class _ModeRun:
         return True
 
 
-def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, *, timeout: float, advance: Advance) -> None:
-    """Run ``mode``'s candidates in their own process(es). After a process dies, the candidate it
-    was running is given up with the real exit status, signal or exception; a death while a case's
-    inputs were drawn loses that case for every candidate; a death outside both restarts the
-    process, unless two in a row finished nothing. Then the process restarts for what is left."""
+@dataclass
+class _Started:
+    """A worker started for a mode before its turn: it runs until it needs the device, then waits
+    for one byte on its turn pipe (``audit.worker.await_turn``)."""
+
+    worker: launch.Launched
+    events: int  # the read end of its events pipe
+    turn: int  # the write end of its turn pipe
+    spawned: float  # time.time() when it was started
+    stem: Path  # its job file and log, without suffix
+
+    def give_turn(self) -> None:
+        """Let it compute: one byte on the turn pipe, which is then closed (a worker that has already
+        ended needs no turn)."""
+        try:
+            os.write(self.turn, b"1")
+        except BrokenPipeError:
+            pass
+        finally:
+            os.close(self.turn)
+
+    def discard(self) -> None:
+        """Kill a worker whose turn never came (the command ended first) and close its pipes."""
+        self.worker.kill()
+        os.close(self.events)
+        os.close(self.turn)
+
+
+def _start_worker(run: _ModeRun, setup: WorkerSetup, workdir: Path) -> _Started:
+    """Start a worker for what ``run`` has pending; it waits for its turn before it computes."""
+    events_read, events_write = os.pipe()
+    turn_read, turn_write = os.pipe()
+    stem = workdir / f"job-{run.mode.name}-{time.monotonic_ns()}"
+    spawned = time.time()
+    job = dataclasses.replace(run.job(workdir), events_fd=events_write, turn_fd=turn_read, spawned=spawned)
+    stem.with_suffix(".json").write_text(job.to_json())
+    try:
+        worker = launch.start(
+            ["-m", "audit.worker.main", str(stem.with_suffix(".json"))],
+            variables=setup.variables,
+            log=stem.with_suffix(".log"),
+            python=setup.python,
+            pass_fds=(events_write, turn_read),
+        )
+    except BaseException:
+        os.close(events_read)
+        os.close(turn_write)
+        raise
+    finally:
+        os.close(events_write)
+        os.close(turn_read)
+    return _Started(worker, events_read, turn_write, spawned, stem)
+
+
+def _mode_run(p: Plan, mode: Mode, outcome: Outcome, *, timeout: float) -> tuple[_ModeRun, WorkerSetup]:
+    """``mode``'s run and its worker's setup (``worker_setup``: variables, interpreter, and the
+    problem of an unusable environment, probed within ``timeout``), recorded in ``outcome``. The
+    run's ``advance`` is set when its turn comes."""
     setup = worker_setup(
         mode.name,
         environments=p.environments,
@@ -278,7 +336,22 @@ def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, *, timeout: f
         timeout=timeout,
     )
     outcome.environments[mode.name] = setup.recorded
-    run = _ModeRun(p, mode, outcome, advance, setup.environment)
+    return _ModeRun(p, mode, outcome, _not_yet, setup.environment), setup
+
+
+def _not_yet(name: str) -> None:
+    raise RuntimeError(f"{name} advanced before its mode's turn")
+
+
+def run_mode(
+    run: _ModeRun, setup: WorkerSetup, workdir: Path, *, timeout: float, started: _Started | None = None
+) -> None:
+    """Run ``run``'s candidates in their own process(es), starting with ``started`` when its worker
+    was started ahead. After a process dies, the candidate it was running is given up with the real
+    exit status, signal or exception; a death while a case's inputs were drawn loses that case for
+    every candidate; a death outside both restarts the process, unless two in a row finished
+    nothing. Then the process restarts for what is left."""
+    outcome, mode = run.outcome, run.mode
     if setup.problem is not None:
         reason = f"environment {setup.environment} ({setup.python}): {setup.problem}"
         outcome.modes[mode.name] = {"unavailable": reason}
@@ -291,7 +364,8 @@ def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, *, timeout: f
         return
     while run.pending:
         proc, progress = _Process(), len(outcome.done)
-        code, lingered, log = _one_worker(run, proc, setup, workdir, timeout)
+        code, lingered, log = _one_worker(run, proc, started or _start_worker(run, setup, workdir), timeout)
+        started = None
         if proc.finished and code == 0:
             break
         what = launch.ended(None if proc.timed_out else code, timeout=timeout, raised=proc.raised, lingered=lingered)
@@ -299,25 +373,13 @@ def run_mode(p: Plan, mode: Mode, outcome: Outcome, workdir: Path, *, timeout: f
             break
 
 
-def _one_worker(run: _ModeRun, proc: _Process, setup, workdir: Path, timeout: float) -> tuple[int, bool, str]:
-    """Start one worker for what ``run`` has pending and feed its events to ``run.dispatch``:
-    (exit status, whether it had to be killed after finishing, its log's tail)."""
-    read_fd, write_fd = os.pipe()
-    stem = workdir / f"job-{run.mode.name}-{time.monotonic_ns()}"
-    job_path = stem.with_suffix(".json")
-    spawned = time.time()
-    job_path.write_text(dataclasses.replace(run.job(workdir), events_fd=write_fd, spawned=spawned).to_json())
-    try:
-        worker = launch.start(
-            ["-m", "audit.worker.main", str(job_path)],
-            variables=setup.variables,
-            log=stem.with_suffix(".log"),
-            python=setup.python,
-            pass_fds=(write_fd,),
-        )
-    finally:
-        os.close(write_fd)
-    for line in launch.read_lines(worker, read_fd, time.monotonic() + timeout):
+def _one_worker(run: _ModeRun, proc: _Process, started: _Started, timeout: float) -> tuple[int, bool, str]:
+    """Give ``started`` its turn and feed its events to ``run.dispatch``: (exit status, whether it had
+    to be killed after finishing, its log's tail). ``timeout`` counts from the turn."""
+    worker = started.worker
+    started.give_turn()
+    turn = time.time()
+    for line in launch.read_lines(worker, started.events, time.monotonic() + timeout):
         if line is None:
             proc.timed_out = True
             break
@@ -329,15 +391,79 @@ def _one_worker(run: _ModeRun, proc: _Process, setup, workdir: Path, timeout: fl
             break
     code, lingered = launch.settle(worker)
     ended = time.time()
-    phases = None if proc.phases is None else {**proc.phases, "exit": ended - proc.finished_at}
-    run.outcome.add_process(run.mode.name, ended - spawned, phases)
+    run.outcome.add_process(
+        run.mode.name, ended - started.spawned, _with_exit(proc.phases, started.spawned, turn, ended)
+    )
     return code, lingered, worker.tail()
 
 
-def run_plan(p: Plan, *, timeout: float, advance: Advance) -> Outcome:
-    """Run every mode of the plan, in its own process, plain first."""
-    outcome = Outcome()
-    with launch.job_dir(p.op.name) as workdir:
-        for mode_name in p.by_mode:
-            run_mode(p, get_mode(mode_name), outcome, workdir, timeout=timeout, advance=advance)
-    return outcome
+def _with_exit(phases: dict[str, float] | None, spawned: float, turn: float, ended: float) -> dict[str, float] | None:
+    """A process's phases as it sent them (from ``start``, so they end when it sent them), completed
+    by the runner to add up to its wall time, ``ended - spawned``: ``exit`` is the time from its last
+    event, or from its turn when it ended before its turn came (having found nothing to compute),
+    to its reaping; the time between such an end and the turn counts as ``waiting``."""
+    if phases is None:
+        return None
+    sent = spawned + sum(phases.values())
+    return {**phases, "waiting": phases["waiting"] + max(0.0, turn - sent), "exit": ended - max(sent, turn)}
+
+
+class Runner:
+    """Runs the plans of one command, one after another, each mode as ``run_mode`` does, and keeps
+    the workers of up to ``ahead`` of the next modes (of this plan or the next ones) started ahead
+    of their turn. A context manager: on the way out, however the command ends, workers still
+    waiting are killed and the plans' temporary directories removed.
+
+    Turns are given in plan order, one at a time, so one worker computes at a time, and plain mode's
+    references are on disk before another mode's worker compares with them. The bits do not depend
+    on ``ahead``; the time does: a waiting worker's imports and input drawing overlap the running
+    one's computation."""
+
+    def __init__(self, plans: list[Plan], *, timeout: float, ahead: int):
+        self.plans, self.timeout, self.ahead = plans, timeout, ahead
+        self.outcomes = [Outcome() for _ in plans]
+        self.order = [(i, mode) for i, p in enumerate(plans) for mode in p.by_mode]
+        self.prepared: dict[tuple[int, str], tuple[_ModeRun, WorkerSetup, _Started | None]] = {}
+        self.workdirs: dict[int, tuple[Path, ExitStack]] = {}  # plan -> its temporary directory
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for _, _, started in self.prepared.values():
+            if started is not None:
+                started.discard()
+        self.prepared.clear()
+        for _, stack in self.workdirs.values():
+            stack.close()
+        self.workdirs.clear()
+
+    def _workdir(self, i: int) -> Path:
+        """Plan ``i``'s temporary directory (job files, logs, references), made on first use."""
+        if i not in self.workdirs:
+            stack = ExitStack()
+            self.workdirs[i] = (stack.enter_context(launch.job_dir(self.plans[i].op.name)), stack)
+        return self.workdirs[i][0]
+
+    def _prepare(self, position: int, *, start: bool) -> None:
+        """Set up the mode at ``position`` in the run order, once; ``start``: start its worker too."""
+        i, mode = self.order[position]
+        if (i, mode) not in self.prepared:
+            run, setup = _mode_run(self.plans[i], get_mode(mode), self.outcomes[i], timeout=self.timeout)
+            self.prepared[(i, mode)] = (run, setup, None)
+        run, setup, started = self.prepared[(i, mode)]
+        if start and started is None and setup.problem is None:
+            self.prepared[(i, mode)] = (run, setup, _start_worker(run, setup, self._workdir(i)))
+
+    def run(self, index: int, advance: Advance) -> Outcome:
+        """Run plan ``index``'s modes (the plans before it have run) and return its outcome."""
+        for mode in self.plans[index].by_mode:
+            position = self.order.index((index, mode))
+            for later in range(position, min(position + 1 + self.ahead, len(self.order))):
+                self._prepare(later, start=True)
+            run, setup, started = self.prepared.pop((index, mode))
+            run.advance = advance
+            run_mode(run, setup, self._workdir(index), timeout=self.timeout, started=started)
+        if index in self.workdirs:
+            self.workdirs.pop(index)[1].close()
+        return self.outcomes[index]

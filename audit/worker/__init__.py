@@ -6,7 +6,29 @@ import sys
 import time
 from typing import NoReturn
 
+from audit.core.timing import phase
+
 STARTED = time.time()  # when the interpreter first imported the worker package: the end of ``start``
+_turn = {"fd": -1}  # the read end of this worker's turn pipe, until its turn came (``hold_turn``)
+
+
+def hold_turn(fd: int) -> None:
+    """This worker computes only after the runner writes a byte on ``fd`` (``await_turn``)."""
+    _turn["fd"] = fd
+
+
+def await_turn() -> None:
+    """Block, in the ``waiting`` phase, until the runner gives this worker its turn on the device;
+    return at once after the first call, or when no turn pipe was given. Raises RuntimeError when
+    the runner closed the pipe without giving the turn (it is gone)."""
+    fd, _turn["fd"] = _turn["fd"], -1
+    if fd < 0:
+        return
+    with phase("waiting"):
+        got = os.read(fd, 1)
+    os.close(fd)
+    if not got:
+        raise RuntimeError("the runner closed this worker's turn pipe before its turn")
 
 
 def leave(code: int) -> NoReturn:

@@ -37,6 +37,7 @@ from audit.core.kernels import profiler_problem
 from audit.core.ops import OpSpec
 from audit.core.packages import error_text
 from audit.core.timing import phase
+from audit.worker import await_turn
 
 
 Repeats = dict[str, int]  # tensor key ("out.0", "grad.x") -> most elements differing between two runs
@@ -201,9 +202,10 @@ def run_bitwise(
 ) -> None:
     """Events: ``Drawing`` and ``Inputs`` (the case's fingerprint) per case, ``Start``, then per
     candidate and case ``Kernels`` (with ``job.kernels``) and ``Done`` (``data``: reference ->
-    comparison), or ``Failed``."""
+    comparison), or ``Failed``. The first case's inputs are drawn before the worker's turn."""
     store = ReferenceStore(Path(job.reference_dir), device, job.references)
     references, skip, repeats = job.references, {tuple(x) for x in job.skip}, job.repeats
+    shared: dict = {}  # the inputs every case has in common, drawn once
     for case in job.units:
         if all((name, case) in skip for name, _ in runnable):  # e.g. a case whose drawing killed the last process
             continue
@@ -211,17 +213,19 @@ def run_bitwise(
         emit(Drawing(case))  # a death from here to the first candidate loses this case only
         try:
             with phase("inputs"):
-                cpu_inputs = draw_inputs(op, case, seed=case)
+                cpu_inputs = draw_inputs(op, case, seed=case, shared=shared)
                 emit(Inputs(case, fingerprint(cpu_inputs)))
+                cpu_grad_out = draw_grad_out(op, case, seed=case)
+                await_turn()
                 inputs = {k: v.to(device) for k, v in cpu_inputs.items()}
-                grad_out = draw_grad_out(op, case, seed=case).to(device)
+                grad_out = cpu_grad_out.to(device)
         except Exception as exc:  # e.g. out of memory: every candidate loses this case, not the run
             reason = f"the inputs of case {case} could not be drawn: {error_text(exc)}"
             for name, _ in runnable:
                 if (name, case) not in skip:
                     emit(Failed(name, case, reason))
             continue
-        del cpu_inputs
+        del cpu_inputs, cpu_grad_out
         for name, c in runnable:
             if (name, case) in skip:
                 continue

@@ -2,13 +2,13 @@
 
 Started by the runner through ``audit.parent.launch`` as ``python -m audit.worker.main JOB.json``
 with the mode's variables already set, so they are in place before torch initialises CUDA. It
-turns TF32 off, switches the mode on, reports its dispatch switches (``audit.core.dispatch``)
-and which candidates cannot run here and why, then runs
-the job's ``work`` (``audit.worker.bitwise`` or ``audit.worker.prior_art``). Everything goes to the
-runner as events (``audit.core.events``) on the file descriptor the job names; a candidate that
-raises loses only its unit, and a crash of the whole process is handled by the runner. The last
-event, ``Finished`` or ``Crashed``, carries the time the process spent in each phase
-(``audit.core.timing``).
+turns TF32 off, switches the mode on, reports its dispatch switches (``audit.core.dispatch``) and
+which candidates cannot run here and why, then runs the job's ``work`` (``audit.worker.bitwise``
+or ``audit.worker.prior_art``), which waits for its turn (``audit.worker.await_turn``) before it
+moves inputs to the device and computes. Everything goes to the runner as events
+(``audit.core.events``) on the file descriptor the job names; a candidate that raises loses only
+its unit, and a crash of the whole process is handled by the runner. The last event, ``Finished``
+or ``Crashed``, carries the time the process spent in each phase (``audit.core.timing``).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from audit.core.events import (
 from audit.core.ops import get_op
 from audit.core.packages import error_text
 from audit.core.timing import phase, spent
-from audit.worker import STARTED, leave
+from audit.worker import STARTED, hold_turn, leave
 from modes import get_mode
 
 
@@ -50,6 +50,7 @@ def main(job_path: str) -> int:
     imported = time.time()
     job = Job.from_json(Path(job_path).read_text())
     events = os.fdopen(job.events_fd, "w", buffering=1)
+    hold_turn(job.turn_fd)
 
     def emit(event) -> None:
         events.write(encode(event) + "\n")

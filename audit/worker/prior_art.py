@@ -28,6 +28,7 @@ from audit.core.events import Done, Emit, Failed, Job, Start
 from audit.core.inputs import draw_grad_out, draw_input
 from audit.core.ops import OpSpec
 from audit.core.timing import phase
+from audit.worker import await_turn
 from audit.core.prior_art_sizes import (
     CHECKS,
     Sizes,
@@ -314,6 +315,7 @@ def run_prior_art(
 ) -> None:
     """Events per candidate: ``Start``/``Done`` per check (``data`` is the result so far), or
     ``Failed`` with the reason."""
+    await_turn()
     sizes = sizes_from_json(job.sizes)
     input_cache: dict = {}
     for name, c in runnable:

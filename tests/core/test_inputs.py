@@ -53,6 +53,17 @@ def test_parameters_do_not_depend_on_the_case_seed_but_rows_do():
     assert bool((a["w"].float() >= 0.5).all()) and bool((a["w"].float() <= 1.5).all())
 
 
+def test_inputs_shared_across_cases_are_drawn_once_with_the_same_bits():
+    for op in OPS.values():
+        shared: dict = {}
+        for rows in (1, 3, 8):
+            kept, fresh = draw_inputs(op, rows, seed=rows, shared=shared), draw_inputs(op, rows, seed=rows)
+            assert fingerprint(kept) == fingerprint(fresh), (op.name, rows)
+        again = draw_inputs(op, 5, seed=5, shared=shared)
+        for spec in op.inputs:  # a parameter is the very tensor drawn for the first case; rows are drawn anew
+            assert (again[spec.name] is shared.get((spec.name, spec.shape(5)))) == (not spec.rows), (op.name, spec.name)
+
+
 def test_packed_index_covers_every_modality_first_and_stays_in_the_table():
     idx = packed_index(11, 1000)
     assert idx.dtype == torch.int64

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import threading
 import time
+
+import pytest
 
 from audit.core import timing
 from audit.parent.runner import Outcome
@@ -37,3 +41,36 @@ def test_a_process_that_died_adds_wall_time_only():
     assert t["processes"] == 2 and t["wall"] == 5.0
     assert t["phases"]["compute"] == 1.4 and sum(t["phases"].values()) == 2.0
     assert list(t["phases"]) == list(timing.PHASES)
+
+
+def test_a_worker_that_ended_before_its_turn_waited_until_then():
+    """The runner completes a process's phases so that they add up to its wall time: a worker that
+    sent its last event 3 s after its spawn, its turn at 10 s and its reaping at 10.5 s waited 7 s
+    and took 0.5 s to be reaped; one that computed after its turn waited nothing more."""
+    from audit.parent.runner import _with_exit
+
+    sent = dict.fromkeys(timing.PHASES[:-1], 0.0) | {"start": 0.1, "imports": 2.0, "setup": 0.9}
+    early = _with_exit(sent, spawned=100.0, turn=110.0, ended=110.5)
+    assert early["waiting"] == pytest.approx(7.0) and early["exit"] == pytest.approx(0.5)
+    assert sum(early.values()) == pytest.approx(10.5)
+    late = _with_exit(sent, spawned=100.0, turn=101.0, ended=103.2)
+    assert late["waiting"] == 0.0 and late["exit"] == pytest.approx(0.2)
+    assert sum(late.values()) == pytest.approx(3.2)
+    assert _with_exit(None, spawned=100.0, turn=101.0, ended=103.2) is None
+
+
+def test_a_worker_waits_for_its_turn_and_stops_when_the_runner_is_gone():
+    from audit import worker
+
+    for give in (True, False):
+        read, write = os.pipe()
+        worker.hold_turn(read)
+        threading.Timer(0.2, lambda: (os.write(write, b"1") if give else None, os.close(write))).start()
+        before = timing.spent()["waiting"]
+        if give:
+            worker.await_turn()
+            assert timing.spent()["waiting"] - before >= 0.15
+            worker.await_turn()  # once given, the turn stays
+        else:
+            with pytest.raises(RuntimeError, match="closed this worker's turn pipe"):
+                worker.await_turn()

@@ -25,10 +25,13 @@ COMMANDS = {
 }
 
 
-def start(command: str, candidate: str, folder: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:
-    """``audit COMMAND`` on the CPU with the lifecycle plugin, TMPDIR and $LIFECYCLE_DIR in ``folder``."""
+def start(
+    command: str, candidate: str, folder: Path, *extra: str, env: dict | None = None, line: str | None = None
+) -> subprocess.Popen:
+    """``audit COMMAND`` (``line`` instead of the command's usual line) on the CPU with the
+    lifecycle plugin, TMPDIR and $LIFECYCLE_DIR in ``folder``."""
     (folder / "tmp").mkdir(exist_ok=True)
-    argv = [*COMMANDS[command].format(c=candidate).split(), "--device", "cpu", *extra]
+    argv = [*(line or COMMANDS[command]).format(c=candidate).split(), "--device", "cpu", *extra]
     return subprocess.Popen(
         [sys.executable, "-m", "audit", *argv, "--out", str(folder / "out"), "-q"],
         cwd=REPO,
@@ -87,6 +90,23 @@ def test_a_signal_stops_every_process_and_removes_every_temporary_directory(tmp_
     assert f"{word}: worker processes stopped" in stderr and "reports already written: none" in stderr
     assert not (tmp_path / "out").exists()
     assert_cleaned(tmp_path, pids)
+
+
+def test_a_signal_also_stops_the_workers_waiting_for_their_turn(tmp_path):
+    """Every op: norm_modulate runs and is written, gate_residual's worker hangs, and the next ops'
+    workers, started ahead, wait for their turn; SIGTERM stops them all."""
+    line = "run --op all --case 2 --candidate {c} --candidate rl_kernel --ahead 2"
+    proc = start("run", "leaves_a_child", tmp_path, line=line)
+    pids = hanging_pids(proc, tmp_path)
+    deadline = time.monotonic() + 60
+    while len(waiting := [p for p in leftovers(tmp_path) if p not in pids and p != proc.pid]) < 2:
+        assert time.monotonic() < deadline, f"no worker started ahead: {leftovers(tmp_path)}"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr
+    assert "h3_bitwise_reuse.norm_modulate.json" in stderr.split("reports already written:")[1]
+    assert_cleaned(tmp_path, pids + waiting)
 
 
 @pytest.mark.parametrize("command", list(COMMANDS))

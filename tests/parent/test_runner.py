@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from audit.core.timing import PHASES
 from modes import MODES, SGLANG_DEEPGEMM
 from reports.io import load_report
@@ -105,11 +107,24 @@ def test_row_op_with_only_a_library_mode_is_a_usage_error():
     assert "plain mode only" in done.stderr
 
 
-def test_a_gemm_op_runs_every_mode_in_its_own_process_with_the_seeds_environment(tmp_path):
-    out = tmp_path / "r.json"
-    done = audit("run", "--op", "timestep_mlp", "--case", "1", "--device", "cpu", "--out", str(out), "-q")
+def _timestep_mlp(folder, ahead: int) -> dict:
+    out = folder / f"ahead{ahead}.json"
+    done = audit(
+        "run", "--op", "timestep_mlp", "--case", "1", "--device", "cpu", "--ahead", str(ahead), "--out", str(out), "-q"
+    )
     assert done.returncode == 0, done.stderr
-    data = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def timestep_mlp_run(tmp_path_factory) -> dict:
+    """``audit run --op timestep_mlp --case 1`` on the CPU: every library mode, workers started
+    ahead of their turn (the default ``--ahead``)."""
+    return _timestep_mlp(tmp_path_factory.mktemp("timestep_mlp"), 3)
+
+
+def test_a_gemm_op_runs_every_mode_in_its_own_process_with_the_seeds_environment(timestep_mlp_run):
+    data = timestep_mlp_run
     seed = json.loads((REPO / "tests" / "fixtures" / "h3_bitwise_reuse.timestep_mlp.json").read_text())
     ours = data["environment"]["mode_environment"]
     # every library mode; the seed's modes with the seed's variables, plus the SGLang DeepGEMM pin
@@ -131,6 +146,20 @@ def test_a_gemm_op_runs_every_mode_in_its_own_process_with_the_seeds_environment
         for ref in (r for r in ("diffusers[plain]", "rl_kernel") if r != f"diffusers[{mode}]"):
             cmp = entry[f"vs {ref}"]["1"]
             assert cmp["out"][0]["numel"] == 2688 and set(cmp["grads"]) == {"x", "w1", "b1", "w2", "b2"}, (mode, ref)
+
+
+def test_workers_started_ahead_wait_for_their_turn_and_change_no_bit(tmp_path, timestep_mlp_run):
+    """Started ahead (the default), the later modes' workers import and switch on while plain mode
+    computes, and wait: the same inputs and the same comparisons as with every worker started at
+    its turn (``--ahead 0``), and each process's phases still add up to its wall time."""
+    at_turn = _timestep_mlp(tmp_path, 0)
+    assert timestep_mlp_run["inputs_sha256"] == at_turn["inputs_sha256"]
+    assert timestep_mlp_run["results"] == at_turn["results"]
+    ahead, plain_first = timestep_mlp_run["timing"]["modes"], at_turn["timing"]["modes"]
+    assert all(t["phases"]["waiting"] < 0.05 for t in plain_first.values()), plain_first  # its turn had come
+    assert any(t["phases"]["waiting"] > 0.5 for m, t in ahead.items() if m != "plain"), ahead
+    for mode, t in ahead.items():
+        assert abs(t["wall"] - sum(t["phases"].values())) <= 0.05 * t["wall"], (mode, t)
 
 
 def test_the_references_run_in_plain_mode_when_only_another_mode_is_asked_for():
@@ -189,3 +218,26 @@ def test_a_case_a_candidate_refuses_is_unavailable_with_its_reason_and_the_other
     entry = json.loads(out.read_text())["results"]["refuses_big_cases"]
     assert entry["vs rl_kernel"]["2"]["out"][0]["equal"] is True
     assert entry["vs rl_kernel"]["3"] == {"unavailable": "refuses these shapes: 3 rows: this kernel takes at most 2"}
+
+
+def test_a_runner_kills_the_workers_whose_turn_never_came_and_removes_their_folders():
+    import signal
+
+    import torch
+
+    from audit.core.ops import get_op
+    from audit.parent.runner import Runner, plan
+    from audit.parent.tasks import BITWISE
+
+    cpu = torch.device("cpu")
+    plans = [
+        plan(get_op(op), BITWISE, modes=["plain"], names=None, units=[2], device=cpu)
+        for op in ("gate_residual", "norm_modulate")
+    ]
+    with Runner(plans, timeout=120, ahead=1) as runner:
+        done = runner.run(0, lambda name: None)
+        ((_, _, waiting),) = runner.prepared.values()  # norm_modulate's worker, started ahead
+        folder = waiting.stem.parent
+        assert waiting.worker.popen.poll() is None and folder.is_dir()
+    assert set(done.results["diffusers"]["vs rl_kernel"]) == {"2"}
+    assert waiting.worker.popen.returncode == -signal.SIGKILL and not folder.exists()
