@@ -7,8 +7,17 @@
 set -uo pipefail
 out=${1:?output directory}; what=${2:-all}; shift 2 || true
 mkdir -p "$out"
+# Installation, timed apart from the audit (install.txt): the wheels, their bytecode (pip's default,
+# left out by --no-compile; without it every worker compiles the same sources again), and the
+# rl_kernel_ops extension (built once; otherwise the first rl_kernel candidate builds it).
+start=$SECONDS
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>&1 | tail -2
+echo "pip install: $((SECONDS - start)) s" > "$out/install.txt"; start=$SECONDS
+python3 -m compileall -q -j 0 /tmp/site > /dev/null 2>&1
+echo "compileall /tmp/site: exit $?, $((SECONDS - start)) s" >> "$out/install.txt"; start=$SECONDS
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 COLUMNS=160
+python3 -c "from rl_kernel_ops import _build; _build.load_extension()" > "$out/build.log" 2>&1
+echo "rl_kernel_ops build: exit $?, $((SECONDS - start)) s" >> "$out/install.txt"
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -c "import torch,sys; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'python', sys.version.split()[0])"
 } > "$out/machine.txt"
