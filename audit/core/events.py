@@ -66,6 +66,12 @@ class Drawing:
 
 
 @dataclass(frozen=True)
+class Waiting:
+    """The worker waits for its turn (``audit.worker.await_turn``), its first inputs drawn: a death
+    now loses no unit."""
+
+
+@dataclass(frozen=True)
 class Start:
     candidate: str
     unit: Any
@@ -121,6 +127,7 @@ Event = Union[
     Source,
     Inputs,
     Drawing,
+    Waiting,
     Start,
     Kernels,
     Done,

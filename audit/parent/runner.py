@@ -41,6 +41,7 @@ from audit.core.events import (
     Source,
     Start,
     Unavailable,
+    Waiting,
     decode,
 )
 from audit.core.ops import OpSpec
@@ -227,6 +228,8 @@ class _ModeRun:
                 outcome.fingerprints.setdefault(mode, {})[str(case)] = sha256
             case Drawing(unit):
                 proc.current = (None, unit)
+            case Waiting():
+                proc.current = None
             case Start(candidate, unit):
                 proc.current = (candidate, unit)
             case Kernels(candidate, unit, data):

@@ -6,6 +6,7 @@ import sys
 import time
 from typing import NoReturn
 
+from audit.core.events import Emit, Waiting
 from audit.core.timing import phase
 
 STARTED = time.time()  # when the interpreter first imported the worker package: the end of ``start``
@@ -17,18 +18,21 @@ def hold_turn(fd: int) -> None:
     _turn["fd"] = fd
 
 
-def await_turn() -> None:
-    """Block, in the ``waiting`` phase, until the runner gives this worker its turn on the device;
-    return at once after the first call, or when no turn pipe was given. Raises RuntimeError when
-    the runner closed the pipe without giving the turn (it is gone)."""
+def await_turn(emit: Emit) -> bool:
+    """Send ``Waiting`` and block, in the ``waiting`` phase, until the runner gives this worker its
+    turn on the device. True on the call that received the turn; False on later calls, or without a
+    turn pipe. Raises RuntimeError when the runner closed the pipe without giving the turn (it is
+    gone)."""
     fd, _turn["fd"] = _turn["fd"], -1
     if fd < 0:
-        return
+        return False
+    emit(Waiting())
     with phase("waiting"):
         got = os.read(fd, 1)
     os.close(fd)
     if not got:
         raise RuntimeError("the runner closed this worker's turn pipe before its turn")
+    return True
 
 
 def leave(code: int) -> NoReturn:

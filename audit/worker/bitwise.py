@@ -216,7 +216,8 @@ def run_bitwise(
                 cpu_inputs = draw_inputs(op, case, seed=case, shared=shared)
                 emit(Inputs(case, fingerprint(cpu_inputs)))
                 cpu_grad_out = draw_grad_out(op, case, seed=case)
-                await_turn()
+                if await_turn(emit):
+                    emit(Drawing(case))  # the inputs move to the device: a death loses this case again
                 inputs = {k: v.to(device) for k, v in cpu_inputs.items()}
                 grad_out = cpu_grad_out.to(device)
         except Exception as exc:  # e.g. out of memory: every candidate loses this case, not the run

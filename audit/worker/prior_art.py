@@ -315,7 +315,7 @@ def run_prior_art(
 ) -> None:
     """Events per candidate: ``Start``/``Done`` per check (``data`` is the result so far), or
     ``Failed`` with the reason."""
-    await_turn()
+    await_turn(emit)
     sizes = sizes_from_json(job.sizes)
     input_cache: dict = {}
     for name, c in runnable:

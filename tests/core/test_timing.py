@@ -9,6 +9,7 @@ import time
 import pytest
 
 from audit.core import timing
+from audit.core.events import Waiting
 from audit.parent.runner import Outcome
 
 
@@ -59,18 +60,25 @@ def test_a_worker_that_ended_before_its_turn_waited_until_then():
     assert _with_exit(None, spawned=100.0, turn=101.0, ended=103.2) is None
 
 
+def _runner_side(write: int, give: bool) -> None:
+    """What the runner does with a worker's turn pipe: give the turn (one byte), then close it."""
+    if give:
+        os.write(write, b"1")
+    os.close(write)
+
+
 def test_a_worker_waits_for_its_turn_and_stops_when_the_runner_is_gone():
     from audit import worker
 
     for give in (True, False):
         read, write = os.pipe()
         worker.hold_turn(read)
-        threading.Timer(0.2, lambda: (os.write(write, b"1") if give else None, os.close(write))).start()
-        before = timing.spent()["waiting"]
+        threading.Timer(0.2, _runner_side, (write, give)).start()
+        before, sent = timing.spent()["waiting"], []
         if give:
-            worker.await_turn()
-            assert timing.spent()["waiting"] - before >= 0.15
-            worker.await_turn()  # once given, the turn stays
+            assert worker.await_turn(sent.append) is True
+            assert timing.spent()["waiting"] - before >= 0.15 and sent == [Waiting()]
+            assert worker.await_turn(sent.append) is False and len(sent) == 1  # once given, the turn stays
         else:
             with pytest.raises(RuntimeError, match="closed this worker's turn pipe"):
-                worker.await_turn()
+                worker.await_turn(sent.append)

@@ -241,3 +241,37 @@ def test_a_runner_kills_the_workers_whose_turn_never_came_and_removes_their_fold
         assert waiting.worker.popen.poll() is None and folder.is_dir()
     assert set(done.results["diffusers"]["vs rl_kernel"]) == {"2"}
     assert waiting.worker.popen.returncode == -signal.SIGKILL and not folder.exists()
+
+
+def test_a_worker_killed_while_waiting_for_its_turn_loses_no_case():
+    """A worker that has drawn its first case and waits for its turn (blocked reading its turn pipe)
+    is killed, as the OOM killer would: the runner starts another, which computes every case."""
+    import os
+    import signal
+    import time
+    from pathlib import Path
+
+    import torch
+
+    from audit.core.ops import get_op
+    from audit.parent.runner import Runner, plan
+    from audit.parent.tasks import BITWISE
+
+    cpu = torch.device("cpu")
+    plans = [
+        plan(get_op(op), BITWISE, modes=["plain"], names=None, units=units, device=cpu)
+        for op, units in (("gate_residual", [2]), ("norm_modulate", [2, 3]))
+    ]
+    with Runner(plans, timeout=120, ahead=1) as runner:
+        runner.run(0, lambda name: None)
+        ((_, _, waiting),) = runner.prepared.values()
+        pid, deadline = waiting.worker.popen.pid, time.monotonic() + 120
+        while "pipe" not in Path(f"/proc/{pid}/wchan").read_text():
+            assert time.monotonic() < deadline, "the worker never waited for its turn"
+            time.sleep(0.1)
+        os.kill(pid, signal.SIGKILL)
+        outcome = runner.run(1, lambda name: None)
+    assert outcome.timing["plain"]["processes"] == 2
+    for name, ref in (("diffusers", "rl_kernel"), ("rl_kernel", "diffusers")):
+        compared = outcome.results[name][f"vs {ref}"]
+        assert set(compared) == {"2", "3"} and not any("unavailable" in c for c in compared.values()), compared
