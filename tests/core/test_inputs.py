@@ -54,7 +54,7 @@ def test_parameters_do_not_depend_on_the_case_seed_but_rows_do():
 
 
 def test_inputs_shared_across_cases_are_drawn_once_with_the_same_bits():
-    for op in OPS.values():
+    for op in (OPS["norm_modulate"], OPS["timestep_mlp"]):  # tables; weights (adaln's are 520 MB)
         shared: dict = {}
         for rows in (1, 3, 8):
             kept, fresh = draw_inputs(op, rows, seed=rows, shared=shared), draw_inputs(op, rows, seed=rows)
