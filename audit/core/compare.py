@@ -40,10 +40,10 @@ def hist_labels() -> list[str]:
 
 
 def ordered_bits(t: torch.Tensor) -> torch.Tensor:
-    """Float bits as int64 keys whose order is the numbers' order: +x maps to its magnitude bits,
-    -x to ``-magnitude - 1`` (so -0.0 is -1, +0.0 is 0)."""
-    bits = bit_patterns(t).to(torch.int64)
+    """Float bits as integer keys whose order is the numbers' order: +x maps to its magnitude bits,
+    -x to ``-magnitude - 1`` (so -0.0 is -1, +0.0 is 0); int32 for 16-bit floats, int64 otherwise."""
     width = 8 * t.element_size()
+    bits = bit_patterns(t).to(torch.int32 if width <= 16 else torch.int64)
     if width < 64:
         bits = bits & ((1 << width) - 1)  # the unsigned pattern
         sign = bits >> (width - 1)
@@ -58,19 +58,20 @@ def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """|key(a) - key(b)| per element as int64, saturated at INT64_MAX (only float64 values of
     opposite sign and huge magnitude can get there)."""
     ka, kb = ordered_bits(a), ordered_bits(b)
+    if ka.dtype == torch.int32:  # 16-bit keys: the distance fits in 17 bits
+        return (ka - kb).abs().to(torch.int64)
     hi, lo = torch.maximum(ka, kb), torch.minimum(ka, kb)
     # hi - lo overflows only when hi >= 0 > lo and hi > INT64_MAX + lo
     overflow = (lo < 0) & (hi > INT64_MAX + lo)
     return torch.where(overflow, torch.full_like(hi, INT64_MAX), hi - torch.where(overflow, 0, lo))
 
 
+_BOUNDS = torch.tensor([2**k for k in range(HIST_TOP + 1)])  # bucket k holds (2**(k-1), 2**k]
+
+
 def _bucket(distance: torch.Tensor) -> torch.Tensor:
-    """Bucket index per distance >= 1: ceil(log2(d)), capped at HIST_TOP + 1 for > 2**HIST_TOP."""
-    capped = distance.clamp(max=2**HIST_TOP + 1)
-    index = torch.zeros_like(capped)
-    above = capped > 1
-    index[above] = torch.floor(torch.log2((capped[above] - 1).double())).to(torch.int64) + 1
-    return index
+    """Bucket index per distance >= 1: ceil(log2(d)), HIST_TOP + 1 for d > 2**HIST_TOP."""
+    return torch.bucketize(distance, _BOUNDS.to(distance.device))
 
 
 class _Where:
@@ -87,13 +88,16 @@ class _Where:
         if self.first is None:
             self.first = first
         finite = torch.isfinite(da) & torch.isfinite(db)
-        self.hist[-1] += int((~finite).sum())
-        if bool(finite.any()):
-            dist = ulp_distance(da[finite], db[finite])
+        both = int(finite.sum())
+        self.hist[-1] += da.numel() - both
+        if both:
+            if both < da.numel():
+                da, db = da[finite], db[finite]
+            dist = ulp_distance(da, db)
             top = int(dist.max())
             self.ulp_max = top if self.ulp_max is None else max(self.ulp_max, top)
-            for index, count in zip(*torch.unique(_bucket(dist), return_counts=True)):
-                self.hist[int(index)] += int(count)
+            for index, count in enumerate(torch.bincount(_bucket(dist), minlength=HIST_TOP + 2).tolist()):
+                self.hist[index] += count
 
     def fields(self) -> dict:
         index, first = [], self.first
@@ -141,10 +145,9 @@ def compare(a: torch.Tensor, b: torch.Tensor) -> dict:
         differ += positions.numel()
         da, db = ca[positions], cb[positions]  # max_abs and the rest need only these
         if floating or ca.dtype.is_complex:
-            wa, wb = da.double(), db.double()
-            finite = torch.isfinite(wa) & torch.isfinite(wb)
-            if bool(finite.any()):
-                max_abs = max(max_abs, float((wa - wb).abs()[finite].max()))
+            gap = (da.double() - db.double()).abs()  # NaN where either side is not finite, or both are the same Inf
+            finite = torch.isfinite(da) & torch.isfinite(db)
+            max_abs = max(max_abs, float(torch.where(finite, gap, 0.0).max()))
             if where is not None:
                 where.add(start + int(positions[0]), da, db)
         else:

@@ -1,4 +1,5 @@
-"""Repeatability in the bitwise task, end to end in real mode processes on the CPU."""
+"""Repeatability in the bitwise task, end to end in real mode processes on the CPU, and the symmetry
+of its comparison entries."""
 
 from tests.helpers import audit
 
@@ -47,3 +48,31 @@ def test_repeats_1_turns_the_check_off(tmp_path):
     data = load_report(out).model_dump(mode="json")
     cmp = data["results"]["flaky_gate_grad"]["vs diffusers"]["2"]["grads"]["gate"]
     assert "repeatable" not in cmp and "repeat_differ" not in cmp
+
+
+def test_a_comparison_is_the_same_both_ways_unless_the_shapes_differ():
+    """The earlier reference's comparison with a later one reuses the later one's (``_symmetric``):
+    every field agrees both ways, on values with NaN, Inf, signed zeros and subnormals, with the
+    repeats of each side; a shape mismatch is worded in order, so it is computed again."""
+    import torch
+
+    from audit.core.ops import get_op
+    from audit.worker.bitwise import _symmetric, compare_results
+
+    op = get_op("gate_residual")
+    g = torch.Generator().manual_seed(3)
+
+    def side(shift: float) -> tuple:
+        x = torch.randn(300, 64, generator=g)
+        x = (x + shift * torch.randn(300, 64, generator=g)).bfloat16()
+        x[0, :4] = torch.tensor([float("nan"), float("inf"), -0.0, 1e-40])
+        return [x], {"res": x[:, :32].clone(), "gate": x[:9].clone()}
+
+    a, b = side(0.0), side(0.01)
+    reps_a, reps_b = {"out.0": 0, "grad.res": 3, "grad.gate": 0}, {"out.0": 2, "grad.res": 0, "grad.gate": 0}
+    forward = compare_results(op, a, b, reps_a, reps_b)
+    assert _symmetric(forward) and forward == compare_results(op, b, a, reps_b, reps_a)
+    assert forward["out"][0]["differ"] > 0 and forward["grads"]["res"]["repeatable"] is False
+    shorter = ([b[0][0][:299]], b[1])
+    mismatched = compare_results(op, a, shorter)
+    assert not _symmetric(mismatched) and mismatched != compare_results(op, shorter, a)
