@@ -230,8 +230,8 @@ def test_a_runner_kills_the_workers_whose_turn_never_came_and_removes_their_fold
     from audit.parent.tasks import BITWISE
 
     cpu = torch.device("cpu")
-    plans = [
-        plan(get_op(op), BITWISE, modes=["plain"], names=None, units=[2], device=cpu)
+    plans = [  # the references only: candidates other tests register in this process are not the worker's
+        plan(get_op(op), BITWISE, modes=["plain"], names=["rl_kernel"], units=[2], device=cpu)
         for op in ("gate_residual", "norm_modulate")
     ]
     with Runner(plans, timeout=120, ahead=1) as runner:
@@ -258,8 +258,8 @@ def test_a_worker_killed_while_waiting_for_its_turn_loses_no_case():
     from audit.parent.tasks import BITWISE
 
     cpu = torch.device("cpu")
-    plans = [
-        plan(get_op(op), BITWISE, modes=["plain"], names=None, units=units, device=cpu)
+    plans = [  # the references only: candidates other tests register in this process are not the worker's
+        plan(get_op(op), BITWISE, modes=["plain"], names=["rl_kernel"], units=units, device=cpu)
         for op, units in (("gate_residual", [2]), ("norm_modulate", [2, 3]))
     ]
     with Runner(plans, timeout=120, ahead=1) as runner:
