@@ -93,8 +93,8 @@ def show(
         typer.Option(
             "--timing",
             help="Also show where each mode process's time went (bitwise and prior-art reports): wall time "
-            "from spawn to end, and start, imports, setup, build, inputs, compute, comparison, writing, kernels "
-            "and exit, each with its share.",
+            "from spawn to end, and start, imports, setup, build, inputs, waiting, compute, comparison, writing, "
+            "kernels and exit, each with its share.",
         ),
     ] = False,
     max_size: MaxSizeOpt = MAX_REPORT_MB,

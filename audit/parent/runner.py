@@ -448,22 +448,21 @@ class Runner:
             self.workdirs[i] = (stack.enter_context(launch.job_dir(self.plans[i].op.name)), stack)
         return self.workdirs[i][0]
 
-    def _prepare(self, position: int, *, start: bool) -> None:
-        """Set up the mode at ``position`` in the run order, once; ``start``: start its worker too."""
+    def _start(self, position: int) -> None:
+        """Set up the mode at ``position`` in the run order and start its worker, once (a mode whose
+        environment is unusable gets no worker: ``run_mode`` reports why)."""
         i, mode = self.order[position]
         if (i, mode) not in self.prepared:
             run, setup = _mode_run(self.plans[i], get_mode(mode), self.outcomes[i], timeout=self.timeout)
-            self.prepared[(i, mode)] = (run, setup, None)
-        run, setup, started = self.prepared[(i, mode)]
-        if start and started is None and setup.problem is None:
-            self.prepared[(i, mode)] = (run, setup, _start_worker(run, setup, self._workdir(i)))
+            started = None if setup.problem is not None else _start_worker(run, setup, self._workdir(i))
+            self.prepared[(i, mode)] = (run, setup, started)
 
     def run(self, index: int, advance: Advance) -> Outcome:
         """Run plan ``index``'s modes (the plans before it have run) and return its outcome."""
         for mode in self.plans[index].by_mode:
             position = self.order.index((index, mode))
             for later in range(position, min(position + 1 + self.ahead, len(self.order))):
-                self._prepare(later, start=True)
+                self._start(later)
             run, setup, started = self.prepared.pop((index, mode))
             run.advance = advance
             run_mode(run, setup, self._workdir(index), timeout=self.timeout, started=started)
