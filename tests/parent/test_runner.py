@@ -220,20 +220,28 @@ def test_a_case_a_candidate_refuses_is_unavailable_with_its_reason_and_the_other
     assert entry["vs rl_kernel"]["3"] == {"unavailable": "refuses these shapes: 3 rows: this kernel takes at most 2"}
 
 
-def test_a_runner_kills_the_workers_whose_turn_never_came_and_removes_their_folders():
-    import signal
-
+def _references_in_plain(units_by_op: dict[str, list[int]]):
+    """Plans of plain mode on the CPU for the references only (a candidate another test registers
+    in this pytest process is not in the worker), one per op, in order."""
     import torch
 
     from audit.core.ops import get_op
-    from audit.parent.runner import Runner, plan
+    from audit.parent.runner import plan
     from audit.parent.tasks import BITWISE
 
     cpu = torch.device("cpu")
-    plans = [  # the references only: candidates other tests register in this process are not the worker's
-        plan(get_op(op), BITWISE, modes=["plain"], names=["rl_kernel"], units=[2], device=cpu)
-        for op in ("gate_residual", "norm_modulate")
+    return [
+        plan(get_op(op), BITWISE, modes=["plain"], names=["rl_kernel"], units=units, device=cpu)
+        for op, units in units_by_op.items()
     ]
+
+
+def test_a_runner_kills_the_workers_whose_turn_never_came_and_removes_their_folders():
+    import signal
+
+    from audit.parent.runner import Runner
+
+    plans = _references_in_plain({"gate_residual": [2], "norm_modulate": [2]})
     with Runner(plans, timeout=120, ahead=1) as runner:
         done = runner.run(0, lambda name: None)
         ((_, _, waiting),) = runner.prepared.values()  # norm_modulate's worker, started ahead
@@ -251,17 +259,9 @@ def test_a_worker_killed_while_waiting_for_its_turn_loses_no_case():
     import time
     from pathlib import Path
 
-    import torch
+    from audit.parent.runner import Runner
 
-    from audit.core.ops import get_op
-    from audit.parent.runner import Runner, plan
-    from audit.parent.tasks import BITWISE
-
-    cpu = torch.device("cpu")
-    plans = [  # the references only: candidates other tests register in this process are not the worker's
-        plan(get_op(op), BITWISE, modes=["plain"], names=["rl_kernel"], units=units, device=cpu)
-        for op, units in (("gate_residual", [2]), ("norm_modulate", [2, 3]))
-    ]
+    plans = _references_in_plain({"gate_residual": [2], "norm_modulate": [2, 3]})
     with Runner(plans, timeout=120, ahead=1) as runner:
         runner.run(0, lambda name: None)
         ((_, _, waiting),) = runner.prepared.values()
