@@ -67,19 +67,20 @@ struct BwdConfig {
 // map_a: K-major (A_MN = false; box 64 k x BM rows) or MN-major (box 64 m x 64 k); map_b:
 // MN-major (box 64 n x 64 k); map_c: C in 64 x 64 boxes (BF16 epilogue only; the FP32 one stores
 // from registers and ignores it). Each split covers kslices 64-wide slices; tiles are numbered
-// split-major, then row tiles fastest (N_FASTEST = false: CTAs running together share B) or
-// column tiles fastest (true: they share A).
+// split-major, then row tiles fastest (n_fastest = false: CTAs running together share B) or
+// column tiles fastest (true: they share A); the launcher picks the order (tile_order).
 //
 // BF16 epilogue: a consumer warpgroup rounds its accumulators into its staging boxes (the 128-byte
 // swizzle, so the 32 lanes of a store hit 32 banks), and one thread hands them to TMA and moves
 // on to the next tile while the copy drains; before writing the boxes again it waits until that
 // copy has read them. The values are the same roundings the direct stores made.
-template <int BM, int BN, int STAGES, bool A_MN, int EPI, bool N_FASTEST, int MINB>
+template <int BM, int BN, int STAGES, bool A_MN, int EPI, int MINB>
 __global__ void __launch_bounds__(BwdConfig<BM, BN, STAGES, EPI>::THREADS, MINB)
     wgmma_bwd_gemm_kernel(const __grid_constant__ CUtensorMap map_a,
                           const __grid_constant__ CUtensorMap map_b,
                           const __grid_constant__ CUtensorMap map_c, void* __restrict__ C, int M,
-                          int N, int kslices, int splits, int ldc, long long split_stride) {
+                          int N, int kslices, int splits, int ldc, long long split_stride,
+                          bool n_fastest) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Cfg = BwdConfig<BM, BN, STAGES, EPI>;
   constexpr int TA = A_MN ? 1 : 0;
@@ -98,7 +99,7 @@ __global__ void __launch_bounds__(BwdConfig<BM, BN, STAGES, EPI>::THREADS, MINB)
   auto tile_origin = [&](int t, int& s, int& m0, int& n0) {
     s = t / per_split;
     const int r = t - s * per_split;
-    if constexpr (N_FASTEST) {
+    if (n_fastest) {
       m0 = (r / tiles_n) * BM;
       n0 = (r % tiles_n) * BN;
     } else {
@@ -222,11 +223,25 @@ __global__ void __launch_bounds__(BwdConfig<BM, BN, STAGES, EPI>::THREADS, MINB)
 }
 
 // ---- host side ---------------------------------------------------------------------------------
-template <int BM, int BN, int STAGES, bool A_MN, int EPI, bool N_FASTEST, int MINB>
+// The tile order for `ctas` resident CTAs: column tiles fastest (true) where the first wave of
+// tiles then spans fewer rows of A plus columns of B, the operand bytes per k slice that the
+// CTAs running together read, else row tiles fastest. With D = 2688 this keeps row tiles fastest
+// for dgrad up to T = 2048 and turns to column tiles fastest at T = 8192 (64 row tiles: one wave
+// of row tiles fastest spans all of dout's rows for only 2-3 column tiles of w), and column tiles
+// fastest for wgrad (756 row tiles of dw). The order of the tiles changes no output's chain.
+inline bool tile_order(int tiles_m, int tiles_n, int BM, int BN, int ctas) {
+  const auto span = [&](int fast, int slow, int fast_size, int slow_size) {
+    return static_cast<long long>(std::min(fast, ctas)) * fast_size +
+           static_cast<long long>(std::min(slow, (ctas + fast - 1) / fast)) * slow_size;
+  };
+  return span(tiles_n, tiles_m, BN, BM) < span(tiles_m, tiles_n, BM, BN);
+}
+
+template <int BM, int BN, int STAGES, bool A_MN, int EPI, int MINB>
 inline void launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c,
                    void* C, int M, int N, int kslices, int splits, int ldc, cudaStream_t stream) {
   using Cfg = BwdConfig<BM, BN, STAGES, EPI>;
-  auto kernel = wgmma_bwd_gemm_kernel<BM, BN, STAGES, A_MN, EPI, N_FASTEST, MINB>;
+  auto kernel = wgmma_bwd_gemm_kernel<BM, BN, STAGES, A_MN, EPI, MINB>;
   static int resident[64] = {};  // CTAs that fit at once, per device
   int device = 0;
   C10_CUDA_CHECK(cudaGetDevice(&device));
@@ -243,10 +258,12 @@ inline void launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUt
     fit = sms * per_sm;
     if (device < 64) resident[device] = fit;
   }
-  const long long tiles = static_cast<long long>((M + BM - 1) / BM) * (N / BN) * splits;
+  const int tiles_m = (M + BM - 1) / BM, tiles_n = N / BN;
+  const long long tiles = static_cast<long long>(tiles_m) * tiles_n * splits;
   const int grid = static_cast<int>(std::min<long long>(tiles, fit));
   kernel<<<grid, Cfg::THREADS, Cfg::SMEM, stream>>>(map_a, map_b, map_c, C, M, N, kslices, splits,
-                                                    ldc, static_cast<long long>(M) * ldc);
+                                                    ldc, static_cast<long long>(M) * ldc,
+                                                    tile_order(tiles_m, tiles_n, BM, BN, grid));
   check_launch("wgmma_bwd_gemm");
 }
 
@@ -267,13 +284,13 @@ inline void dgrad(const bf16* dout, const bf16* w, float* part, int T, int N, in
   const CUtensorMap map_b = map_2d(w, D, N, BOX, BK);
   if (variant == 1) {
     const CUtensorMap map_a = map_2d(dout, N, T, BK, 64);
-    launch<64, 64, 6, false, BWD_F32, false, 2>(map_a, map_b, map_b, part, T, D, kslices, splits, D, stream);
+    launch<64, 64, 6, false, BWD_F32, 2>(map_a, map_b, map_b, part, T, D, kslices, splits, D, stream);
   } else if (variant == 2) {
     const CUtensorMap map_a = map_2d(dout, N, T, BK, 64);
-    launch<64, 128, 4, false, BWD_F32, false, 2>(map_a, map_b, map_b, part, T, D, kslices, splits, D, stream);
+    launch<64, 128, 4, false, BWD_F32, 2>(map_a, map_b, map_b, part, T, D, kslices, splits, D, stream);
   } else {
     const CUtensorMap map_a = map_2d(dout, N, T, BK, 128);
-    launch<128, 192, 5, false, BWD_F32, false, 1>(map_a, map_b, map_b, part, T, D, kslices, splits, D, stream);
+    launch<128, 192, 5, false, BWD_F32, 1>(map_a, map_b, map_b, part, T, D, kslices, splits, D, stream);
   }
 }
 
@@ -286,9 +303,9 @@ inline void wgrad(const bf16* dout, const bf16* a, bf16* dw, int T, int N, int D
   const CUtensorMap map_b = map_2d(a, D, T, BOX, BK);
   const CUtensorMap map_c = map_2d(dw, D, N, BOX, BOX);
   if (D % 192 == 0) {
-    launch<128, 192, 4, true, BWD_BF16, true, 1>(map_a, map_b, map_c, dw, N, D, kslices, 1, D, stream);
+    launch<128, 192, 4, true, BWD_BF16, 1>(map_a, map_b, map_c, dw, N, D, kslices, 1, D, stream);
   } else {
-    launch<128, 128, 5, true, BWD_BF16, true, 1>(map_a, map_b, map_c, dw, N, D, kslices, 1, D, stream);
+    launch<128, 128, 5, true, BWD_BF16, 1>(map_a, map_b, map_c, dw, N, D, kslices, 1, D, stream);
   }
 }
 
