@@ -9,23 +9,38 @@ import statistics
 import torch
 
 
-def median_ms(fn, warmup: int, iters: int, calls: int = 1) -> float:
-    """Median over ``iters`` samples of (CUDA-event time of ``calls`` back-to-back calls) / calls,
-    after ``warmup`` calls; each sample waits for its end event, so with ``calls=1`` the host's
-    launch overhead is inside the sample."""
-    for _ in range(warmup):
+def sample_ms(fn, calls: int = 1) -> float:
+    """CUDA-event time of ``calls`` back-to-back calls, per call; waits for its end event, so with
+    ``calls=1`` the host's launch overhead is inside the sample."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(calls):
         fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / calls
+
+
+def median_ms(fn, warmup: int, iters: int, calls: int = 1) -> float:
+    """Median over ``iters`` samples (``sample_ms``) after ``warmup`` calls."""
+    return paired_median_ms({"fn": fn}, warmup, iters, calls)["fn"]
+
+
+def paired_median_ms(fns: dict, warmup: int, iters: int, calls: int = 1) -> dict[str, float]:
+    """``median_ms`` of each function, their samples interleaved: each round takes one sample of
+    every function, the first one rotating from round to round, so that drifts of the clocks
+    and of the power state fall on all of them alike (a side-by-side ratio, not two runs)."""
+    names = list(fns)
+    for name in names:
+        for _ in range(warmup):
+            fns[name]()
     torch.cuda.synchronize()
-    samples = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / calls)
-    return statistics.median(samples)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for i in range(iters):
+        for j in range(len(names)):
+            name = names[(i + j) % len(names)]
+            samples[name].append(sample_ms(fns[name], calls))
+    return {name: statistics.median(s) for name, s in samples.items()}
 
 
 def copy_bandwidth(warmup: int = 20, iters: int = 100) -> float:

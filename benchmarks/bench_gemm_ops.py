@@ -2,15 +2,17 @@
 
 For T = 1, 64, 2048 (MiniMax-H3 sizes; --sizes for others): forward, and forward + backward with every
 input requiring grad, for our CUDA kernels and for eager PyTorch (TF32 off). Median of CUDA-event
-samples after warm-up; each sample is one call, so the host's launch time is inside it, and the
+samples after warm-up, ours and cuBLAS's interleaved (one of each per round, so that the clocks'
+drift falls on both); each sample is one call, so the host's launch time is inside it, and the
 forward is also timed as 10 back-to-back calls per sample (device time: the host runs ahead), with
 the fraction of the copy bandwidth that reading the weights once reaches then. Prints the ratios
 (ours / cuBLAS) with the achieved TFLOP/s (2 flops per
 multiply-add of the weight GEMMs; fwd+bwd counts 3 times the forward's: dgrad and wgrad) and, for
 small T where the weights' traffic bounds the op, the fraction of the device-to-device copy
 bandwidth (measured first) that fwd+bwd reaches counting only that traffic: every weight read by
-the forward and by dgrad, its gradient written by wgrad. Writes JSON naming the GPU, torch, CUDA
-and adaln_projection's forward and backward kernels.
+the forward and by dgrad, its gradient written by wgrad. Last, issue 25's targets for
+adaln_projection at the sizes measured among T = 1, 3, 8, 2048, 8192, each met or not. Writes JSON
+naming the GPU, torch, CUDA and adaln_projection's forward and backward kernels.
 
 Usage (repository root, package importable: `pip install -e .` or PYTHONPATH=.):
     python benchmarks/bench_gemm_ops.py [--out bench_gemm_ops.json] [--sizes 1,64,2048]
@@ -32,16 +34,12 @@ import rl_kernel_ops
 from rl_kernel_ops.cuda_gemm import adaln_backward_kernel, adaln_forward_kernel
 from audit.core.inputs import draw_grad_out, draw_inputs
 from audit.core.ops import get_op
-from bench_common import copy_bandwidth, machine, median_ms
+from bench_common import copy_bandwidth, machine, paired_median_ms
 
 EAGER = {
     "timestep_mlp": lambda x, w1, b1, w2, b2: F.linear(F.silu(F.linear(x, w1, b1)), w2, b2),
     "adaln_projection": lambda temb, w, b: F.linear(F.silu(temb).to(torch.bfloat16), w, b),
 }
-
-
-def median_us(fn, warmup: int, iters: int, calls: int = 1) -> float:
-    return median_ms(fn, warmup, iters, calls) * 1000.0
 
 
 def op_inputs(op: str, rows: int):
@@ -68,21 +66,48 @@ def weight_traffic(inputs) -> int:
     return 3 * sum(t.numel() * t.element_size() for t in weights(inputs))
 
 
-def measure(fn, inputs, g, warmup: int, iters: int) -> dict[str, float]:
+def measure(fns: dict, inputs, g, warmup: int, iters: int) -> dict[str, dict[str, float]]:
+    """Per function of ``fns``: forward per call, forward back to back, fwd+bwd per call (us),
+    each timed with the functions' samples interleaved (``paired_median_ms``)."""
     leaves = [t.detach().requires_grad_() for t in inputs]
 
-    def fwd():
-        with torch.no_grad():
-            fn(*inputs)
+    def fwd(fn):
+        def call():
+            with torch.no_grad():
+                fn(*inputs)
 
-    def fwd_bwd():
-        torch.autograd.grad(fn(*leaves), leaves, g)
+        return call
 
-    return {
-        "fwd_us": median_us(fwd, warmup, iters),
-        "fwd_b2b_us": median_us(fwd, 1, max(5, iters // 4), calls=10),
-        "fwd_bwd_us": median_us(fwd_bwd, warmup, iters),
+    def fwd_bwd(fn):
+        return lambda: torch.autograd.grad(fn(*leaves), leaves, g)
+
+    times = {
+        "fwd_us": paired_median_ms({k: fwd(f) for k, f in fns.items()}, warmup, iters),
+        "fwd_b2b_us": paired_median_ms({k: fwd(f) for k, f in fns.items()}, 1, max(5, iters // 4), calls=10),
+        "fwd_bwd_us": paired_median_ms({k: fwd_bwd(f) for k, f in fns.items()}, warmup, iters),
     }
+    return {k: {key: 1000.0 * by_fn[k] for key, by_fn in times.items()} for k in fns}
+
+
+SMALL_T, LARGE_T = (1, 3, 8), (2048, 8192)
+
+
+def speed_targets(adaln: dict[str, dict]) -> list[dict]:
+    """Issue 25's targets for adaln_projection, at the sizes measured: at T = 1, 3, 8 the forward
+    per call no slower than cuBLAS's and W read at >= 85 % of the copy bandwidth (back to back);
+    at T = 2048, 8192 fwd+bwd <= 1.05x cuBLAS's."""
+    rows = []
+    for t in SMALL_T:
+        if (e := adaln.get(str(t))) is not None:
+            ratio = e["ratio_fwd"]
+            rows.append({"T": t, "target": "fwd per call <= cuBLAS", "value": ratio, "met": ratio <= 1.0})
+            read = e["rl_kernel"]["copy_fraction_fwd_b2b"]
+            rows.append({"T": t, "target": "W read at >= 85 % of copy bandwidth", "value": read, "met": read >= 0.85})
+    for t in LARGE_T:
+        if (e := adaln.get(str(t))) is not None:
+            ratio = e["ratio_fwd_bwd"]
+            rows.append({"T": t, "target": "fwd+bwd <= 1.05x cuBLAS", "value": ratio, "met": ratio <= 1.05})
+    return rows
 
 
 def main() -> None:
@@ -111,8 +136,8 @@ def main() -> None:
                 kernels["adaln_projection_wgmma_bwd_variant"] = os.environ.get(
                     "RL_KERNEL_OPS_ADALN_WGMMA_BWD_VARIANT", "0"
                 )
-            mine = measure(ours, inputs, g, args.warmup, args.iters)
-            cublas = measure(eager, inputs, g, args.warmup, args.iters)
+            timed = measure({"ours": ours, "cublas": eager}, inputs, g, args.warmup, args.iters)
+            mine, cublas = timed["ours"], timed["cublas"]
             flop, traffic = forward_flop(inputs, rows), weight_traffic(inputs)
             for m in (mine, cublas):
                 m["tflops_fwd"] = flop / m["fwd_us"] / 1e6
@@ -141,6 +166,11 @@ def main() -> None:
             )
             del inputs, g
             torch.cuda.empty_cache()
+    targets = speed_targets(results.get("adaln_projection", {}))
+    for row in targets:
+        print(f"target T={row['T']:5d}  {row['target']:38s} {row['value']:6.3f}  {'met' if row['met'] else 'NOT met'}")
+    if targets:
+        print(f"issue 25 targets at the sizes measured: {sum(r['met'] for r in targets)} of {len(targets)} met")
     report = {
         "benchmark": "bench_gemm_ops",
         **machine(),
@@ -148,7 +178,8 @@ def main() -> None:
         "copy_gbs": copy_gbs,
         "kernels": kernels,
         "timing": f"median of {args.iters} CUDA-event samples of one call after {args.warmup} warm-ups;"
-        " fwd_b2b_us: median of max(5, iters / 4) samples of 10 back-to-back calls, per call",
+        " fwd_b2b_us: median of max(5, iters / 4) samples of 10 back-to-back calls, per call; ours and"
+        " cuBLAS's samples interleaved, alternating which goes first",
         "targets": {
             "timestep_mlp": "fwd+bwd at T=2048 within 1.5x of cuBLAS FP32",
             "adaln_projection": "issue 13: fwd+bwd <= 1.15x cuBLAS at T=2048 and 8192, <= 1.3x at"
@@ -156,6 +187,7 @@ def main() -> None:
             " read at >= 85 % of copy bandwidth (<= 150 us); fwd+bwd <= 1.05x cuBLAS at T=2048 and 8192",
         },
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "speed_targets": targets,
         "results": results,
     }
     args.out.write_text(json.dumps(report, indent=2) + "\n")
