@@ -164,6 +164,18 @@ def test_norm_modulate_other_widths(hidden):
     assert all(same_bits(grads[k], r_grads[k]) for k in grads)
 
 
+@pytest.mark.parametrize("rows", [1, 4097, 32768])
+@pytest.mark.parametrize("table_rows", [9, 300])
+def test_the_plans_sort_on_narrowed_keys_is_the_int64_sort(rows, table_rows):
+    """The backward's plan sorts idx narrowed to uint8 / int16: the permutation and the segment
+    starts are those of the stable sort of idx itself."""
+    idx = torch.randint(0, table_rows, (rows,), generator=torch.Generator().manual_seed(rows)).to(DEV)
+    perm, seg_start, _, _ = cuda_rows._plan(torch.ops.rl_kernel_ops, idx, table_rows)
+    keys, expected = torch.sort(idx, stable=True)
+    assert torch.equal(perm, expected)
+    assert torch.equal(seg_start.long(), torch.searchsorted(keys, torch.arange(table_rows + 1, device=DEV)))
+
+
 @pytest.mark.parametrize("rows", [1, 257, 4097, 32768])
 def test_gate_residual_row_grads_equal_eager_autograd(rows):
     t = inputs("gate_residual", rows)
@@ -177,9 +189,9 @@ def test_gate_residual_row_grads_equal_eager_autograd(rows):
 # ---------------------------------------------------------------- against the reference
 
 
+@pytest.mark.parametrize("rows", [4097, 32768])
 @pytest.mark.parametrize("op", OPS)
-def test_reference_on_the_gpu_gives_the_same_bits(op):
-    rows = 4097
+def test_reference_on_the_gpu_gives_the_same_bits(op, rows):
     t, g = inputs(op, rows), grad_out(op, rows)
     out, grads = run(lambda v: call(cuda_rows, op, v), t, g)
     r_out, r_grads = run(lambda v: call(reference_rows, op, v), t, g)

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from audit.core.inputs import packed_index, seeded_normal
+from rl_kernel_ops import cuda_rows
 from rl_kernel_ops import reference_rows as ref
 
 H = 5376
@@ -164,6 +165,18 @@ def naive_segment_sum(terms: torch.Tensor, idx: torch.Tensor, rows: int) -> torc
             total = total + tile
         out[k] = total
     return out
+
+
+@pytest.mark.parametrize("table_rows", [9, 256, 257, 32768, 40000])
+def test_the_plans_narrow_sort_keys_give_the_int64_sorts_permutation(table_rows):
+    """cuda_rows sorts idx on the narrowest integer type holding every table row: the stable sort
+    of the narrowed keys is the permutation of idx's own, for table rows at each type's edge."""
+    gen = torch.Generator().manual_seed(table_rows)
+    idx = torch.randint(0, table_rows, (5000,), generator=gen)
+    idx[:2] = torch.tensor([0, table_rows - 1])
+    narrow = idx.to(cuda_rows._sort_key_dtype(table_rows))
+    assert torch.equal(narrow.long(), idx)
+    assert torch.equal(torch.sort(narrow, stable=True).indices, torch.sort(idx, stable=True).indices)
 
 
 def test_segmented_sums_follow_the_documented_order():
