@@ -1,5 +1,6 @@
 """What several test modules share: where the repository and the example reports are, the
-command line as a real subprocess, and whether a process is still running."""
+command line as a real subprocess or in this process (for what it decides before any worker starts),
+and whether a process is still running."""
 
 import json
 import os
@@ -26,6 +27,45 @@ def audit(*args: str, env: dict | None = None, timeout: float = 900) -> subproce
         text=True,
         timeout=timeout,
     )
+
+
+def audit_in_process(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``audit ARGS`` run by the typer app in this process (typer's CliRunner), from the repository,
+    with COLUMNS=200 and ``env`` added to the environment while it runs (the consoles keep the width
+    they took when ``audit.cli`` was imported): for what the command line does without a worker (bad
+    input, one line and status 2 before any worker starts; show, diff, validate, plot), without
+    starting an interpreter and importing torch. The answer is what ``audit`` gives: the exit status,
+    stdout and stderr. The
+    $AUDIT_PLUGINS modules in ``env`` register into a copy of the candidate registry, dropped
+    afterwards, so other tests' in-process runs do not plan candidates their workers would not know.
+    An exception the command does not turn into an exit status is raised again."""
+    from typer.testing import CliRunner
+
+    from audit.cli import app
+    from audit.core import candidates
+
+    plugins = [m.strip() for m in (env or {}).get(candidates.PLUGINS_ENV, "").split(",") if m.strip()]
+    shell_plugins = os.environ.pop(candidates.PLUGINS_ENV, None)
+    try:  # the adapters register in this process's registry first, so that they stay there afterwards
+        candidates.load_adapters()
+    finally:
+        if shell_plugins is not None:
+            os.environ[candidates.PLUGINS_ENV] = shell_plugins
+    registry, cwd = candidates._REGISTRY, os.getcwd()
+    candidates._REGISTRY = dict(registry)
+    try:
+        for name in plugins:
+            sys.modules.pop(name, None)  # imported afresh, they register into the copy
+        os.chdir(REPO)
+        done = CliRunner().invoke(app, list(args), env={"COLUMNS": "200", **(env or {})})
+    finally:
+        os.chdir(cwd)
+        candidates._REGISTRY = registry
+        for name in plugins:
+            sys.modules.pop(name, None)
+    if done.exception is not None and not isinstance(done.exception, SystemExit):
+        raise done.exception
+    return subprocess.CompletedProcess(["audit", *args], done.exit_code, done.stdout, done.stderr)
 
 
 def alive(pid: int) -> bool:

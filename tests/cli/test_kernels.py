@@ -3,7 +3,7 @@ change a report's bits, and a run whose profiler fails."""
 
 import json
 
-from tests.helpers import audit
+from tests.helpers import audit, audit_in_process
 
 PLANTED = {"AUDIT_PLUGINS": "tests.plugins.planted"}
 
@@ -37,8 +37,8 @@ def test_fingerprints_do_not_change_the_reports_bits(tmp_path):
     assert _without_kernels(with_prints) == _without_kernels(without)
 
 
-def test_a_cpu_run_records_each_phases_operators(tmp_path):
-    report = _run(tmp_path, "run", "--op", "gate_residual", "--candidate", "diffusers")
+def test_a_cpu_run_records_each_phases_operators(gate_residual_case_1):
+    report = json.loads(gate_residual_case_1.read_text())  # run --op gate_residual --case 1 --candidate diffusers
     names = report["kernel_names"]
     assert names == sorted(set(names))
     prints = report["results"]["diffusers"]["kernels"]["1"]
@@ -59,17 +59,19 @@ def test_a_failing_profiler_is_reported_and_the_run_goes_on(tmp_path):
         "RuntimeError: planted: the profiler cannot start"
     }
     assert entry["vs rl_kernel"]["1"]["out"][0]["equal"]  # compared all the same
-    shown = audit("show", "--kernels", str(next((tmp_path / "run").glob("*.json"))))
+    shown = audit_in_process("show", "--kernels", str(next((tmp_path / "run").glob("*.json"))))
     assert "the profiled evaluation failed" in shown.stdout
 
 
 SWITCH = "tests.plugins.kernel_switch"
 
 
-def _switch_run(tmp_path, name: str, impl: str, *args: str):
+def _switch_run(tmp_path, name: str, impl: str, *args: str, run=audit):
+    """``audit run`` of the kernel_switch candidate into ``tmp_path/name``, in a subprocess (or
+    ``run=audit_in_process`` for a run refused before any work)."""
     env = {"AUDIT_PLUGINS": SWITCH, "KERNEL_SWITCH_IMPL": impl}
     out = tmp_path / name
-    r = audit(
+    r = run(
         "run", "--device", "cpu", "--op", "gate_residual", "--case", "1", "--candidate", "kernel_switch",
         "-q", "--out", str(out), *args, env=env,
     )  # fmt: skip
@@ -90,15 +92,15 @@ def test_equal_bits_through_other_operators_are_a_kernel_change_and_the_gate_fai
         ]
         assert len(cmps) == 8 and all(c["equal"] for c in cmps)
 
-    found = json.loads(audit("diff", "-f", "json", str(add), str(sub_neg)).stdout)
+    found = json.loads(audit_in_process("diff", "-f", "json", str(add), str(sub_neg)).stdout)
     assert found["counts"]["kernel change"] == 2 and found["counts"]["regression"] == 0 and not found["regressed"]
     changes = {c["tensor"]: c for c in found["ops"][0]["changes"] if c["kind"] == "kernel change"}
     assert changes["forward"]["candidate"] == "kernel_switch" and changes["forward"]["case"] == "1"
     assert changes["forward"]["old"] == "1× aten::add" and changes["forward"]["new"] == "1× aten::neg, 1× aten::sub"
     assert "AddBackward0" in changes["backward"]["old"] and "SubBackward0" in changes["backward"]["new"]
-    table = audit("diff", str(add), str(sub_neg))
+    table = audit_in_process("diff", str(add), str(sub_neg))
     assert table.returncode == 0 and "kernel change" in table.stdout and "2 kernel changes" in table.stdout
-    assert json.loads(audit("diff", "-f", "json", str(add), str(add)).stdout)["counts"]["kernel change"] == 0
+    assert json.loads(audit_in_process("diff", "-f", "json", str(add), str(add)).stdout)["counts"]["kernel change"] == 0
 
     _, gated = _switch_run(tmp_path, "gated", "sub_neg", "--baseline", str(add), "--fail-on", "kernel-change")
     assert gated.returncode == 1, gated.stderr
@@ -116,6 +118,6 @@ def test_fail_on_kernel_change_needs_a_baseline_with_fingerprints(tmp_path):
         (("--baseline", str(bare), "--fail-on", "kernel-change", "--no-kernels"), "drop --no-kernels"),
     ]
     for args, why in cases:
-        _, r = _switch_run(tmp_path, "refused", "add", *args)
+        _, r = _switch_run(tmp_path, "refused", "add", *args, run=audit_in_process)
         assert r.returncode == 2 and why in r.stderr, (args, r.stderr)
         assert not (tmp_path / "refused").exists()  # refused before any work

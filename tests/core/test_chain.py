@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import pytest
 import torch
-from tests.helpers import audit
+from tests.helpers import audit, audit_in_process
 from typer.testing import CliRunner
 
 import rl_kernel_ops
@@ -296,7 +296,7 @@ def cli_report(tmp_path_factory):
 
 def test_the_report_validates_renders_and_marks_what_could_not_run(cli_report, tmp_path):
     out, printed = cli_report
-    assert audit("validate", str(out)).returncode == 0
+    assert audit_in_process("validate", str(out)).returncode == 0
     report = load_report(out).root
     assert report.kind == "h3_conditioning_chain_replay" and report.candidates["timestep_mlp"] == "rl_kernel"
     assert "cannot be switched on" in report.results["vllm"].unavailable
@@ -306,11 +306,11 @@ def test_the_report_validates_renders_and_marks_what_could_not_run(cli_report, t
     assert stages["norm2_modulate"].candidate.name == "rl_kernel"
     assert stages["attention"].candidate.name == "provider"
     assert replay.first_drift in stages and "first drift" in printed
-    markdown = audit("show", "-f", "markdown", str(out)).stdout
+    markdown = audit_in_process("show", "-f", "markdown", str(out)).stdout
     assert f"▶ {replay.first_drift}" in markdown
-    assert audit("plot", str(out), "--out", str(tmp_path / "chain.png")).returncode == 0
+    assert audit_in_process("plot", str(out), "--out", str(tmp_path / "chain.png")).returncode == 0
     assert (tmp_path / "chain.png").stat().st_size > 0
-    same = audit("diff", str(out), str(out))
+    same = audit_in_process("diff", str(out), str(out))
     assert same.returncode == 0 and "0 regressions" in same.stdout
 
 
@@ -319,7 +319,7 @@ def test_a_report_whose_first_drift_disagrees_with_its_stages_is_invalid(cli_rep
     data["results"]["plain"]["lengths"]["5"]["first_drift"] = "attention"
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(data))
-    done = audit("validate", str(bad))
+    done = audit_in_process("validate", str(bad))
     assert done.returncode == 1 and "first_drift" in done.stderr
 
 
@@ -332,5 +332,5 @@ def test_a_report_whose_first_drift_disagrees_with_its_stages_is_invalid(cli_rep
     ],
 )
 def test_a_bad_candidate_exits_2_before_anything_runs(given, says, tmp_path):
-    done = audit("chain", "--device", "cpu", "--candidate", given, "--out", str(tmp_path / "x.json"))
+    done = audit_in_process("chain", "--device", "cpu", "--candidate", given, "--out", str(tmp_path / "x.json"))
     assert done.returncode == 2 and says in done.stderr and not (tmp_path / "x.json").exists()

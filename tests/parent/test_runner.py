@@ -8,7 +8,7 @@ from audit.core.timing import PHASES
 from modes import MODES, SGLANG_DEEPGEMM
 from reports.io import load_report
 
-from tests.helpers import REPO, audit
+from tests.helpers import REPO, audit, audit_in_process
 
 FAULTY = {"AUDIT_PLUGINS": "tests.plugins.faulty"}
 
@@ -97,12 +97,12 @@ def test_norm_modulate_on_cpu_end_to_end(tmp_path):
         assert abs(t.unaccounted) <= 0.05 * t.wall, (mode, t)
     plain = report.timing.modes["plain"].phases  # it draws, computes, compares and writes the references
     assert all(plain[p] > 0 for p in ("imports", "inputs", "compute", "comparison", "writing")), plain
-    shown = audit("show", str(path), "--timing")
+    shown = audit_in_process("show", str(path), "--timing")
     assert "timing" in shown.stdout and "unaccounted" in shown.stdout and "comparison" in shown.stdout
 
 
 def test_row_op_with_only_a_library_mode_is_a_usage_error():
-    done = audit("run", "--op", "gate_residual", "--mode", "sglang", "--device", "cpu")
+    done = audit_in_process("run", "--op", "gate_residual", "--mode", "sglang", "--device", "cpu")
     assert done.returncode == 2
     assert "plain mode only" in done.stderr
 
