@@ -1,13 +1,59 @@
+import os
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import SEEDS
+from tests.helpers import SEEDS, audit
+
+
+# torch's CPU build runs its operators on GNU OpenMP threads, one per core, which spin before they
+# sleep. When another process holds a core (the other pytest-xdist worker, a mode worker started
+# ahead, a compiler), each small operator waits for a thread that is not running: a quick prior-art
+# run took 95 s instead of 11 s beside one busy process. GOMP_SPINCOUNT=0 makes waiting threads
+# sleep at once; it changes no result (the threads and the order of their work stay the same), and
+# no report records it (``audit.parent.variables.is_recorded``). Every process the tests start
+# inherits it; a value set in the shell is kept.
+os.environ.setdefault("GOMP_SPINCOUNT", "0")
+
+TERMINAL = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist, in the controller: hand each worker COLUMNS and LINES as this process's Python
+    sees them. The controller imports GNU readline, which exports LINES=24 and COLUMNS=80 into the
+    C environment off a terminal; the workers would inherit them, and the command line run in a
+    worker's process (CliRunner) would print 80 columns wide instead of a serial run's width."""
+    node.workerinput["terminal"] = {name: os.environ.get(name) for name in TERMINAL}
+
+
+def pytest_configure(config):
+    """In a pytest-xdist worker: COLUMNS and LINES as the controller's shell had them (see above),
+    set before any test module imports the command line's consoles."""
+    terminal = getattr(config, "workerinput", {}).get("terminal")
+    for name, value in (terminal or {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture
 def seed_reports() -> list[Path]:
     return SEEDS
+
+
+@pytest.fixture(scope="session")
+def gate_residual_case_1(tmp_path_factory) -> Path:
+    """The report ``audit run --op gate_residual --device cpu --case 1 --candidate diffusers`` writes
+    (the references and diffusers on one row, in a subprocess), run once for the modules that read
+    it: tests/cli/test_kernels.py, tests/cli/test_session.py and
+    tests/adapters/test_diffusers_follows_diffusers.py. Read it; never change it."""
+    out = tmp_path_factory.mktemp("gate_residual_case_1") / "h3_bitwise_reuse.gate_residual.json"
+    argv = ["run", "--op", "gate_residual", "--device", "cpu", "--case", "1", "--candidate", "diffusers"]
+    done = audit(*argv, "--out", str(out), "-q")
+    assert done.returncode == 0, done.stderr
+    return out
 
 
 def pytest_collection_modifyitems(config, items):
