@@ -1,5 +1,5 @@
-"""What both benchmark scripts share: CUDA-event timing, the copy bandwidth and the machine block of
-their JSON."""
+"""What the benchmark scripts and the evidence probes share: CUDA-event timing, per-kernel device
+times, the copy bandwidth and the machine block of their JSON."""
 
 from __future__ import annotations
 
@@ -41,6 +41,28 @@ def paired_median_ms(fns: dict, warmup: int, iters: int, calls: int = 1) -> dict
             name = names[(i + j) % len(names)]
             samples[name].append(sample_ms(fns[name], calls))
     return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def kernel_times_us(step, warmup: int, iters: int) -> dict[str, float]:
+    """Device microseconds per call of ``step`` in each CUDA kernel it launches (summed over its
+    launches, names cut at 110 characters), largest first: torch.profiler over ``iters`` calls after
+    ``warmup`` unprofiled ones. The profiler's own overhead is inside the times."""
+    from collections import defaultdict
+
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            step()
+        torch.cuda.synchronize()
+    times: dict[str, float] = defaultdict(float)
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            times[event.name[:110]] += event.device_time / iters
+    return dict(sorted(times.items(), key=lambda kv: -kv[1]))
 
 
 def copy_bandwidth(warmup: int = 20, iters: int = 100) -> float:

@@ -81,9 +81,10 @@ def measure(fns: dict, inputs, g, warmup: int, iters: int) -> dict[str, dict[str
     def fwd_bwd(fn):
         return lambda: torch.autograd.grad(fn(*leaves), leaves, g)
 
+    forwards = {k: fwd(f) for k, f in fns.items()}
     times = {
-        "fwd_us": paired_median_ms({k: fwd(f) for k, f in fns.items()}, warmup, iters),
-        "fwd_b2b_us": paired_median_ms({k: fwd(f) for k, f in fns.items()}, 1, max(5, iters // 4), calls=10),
+        "fwd_us": paired_median_ms(forwards, warmup, iters),
+        "fwd_b2b_us": paired_median_ms(forwards, 1, max(5, iters // 4), calls=10),
         "fwd_bwd_us": paired_median_ms({k: fwd_bwd(f) for k, f in fns.items()}, warmup, iters),
     }
     return {k: {key: 1000.0 * by_fn[k] for key, by_fn in times.items()} for k in fns}

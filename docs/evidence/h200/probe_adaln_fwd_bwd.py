@@ -14,32 +14,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
-from bench_common import machine  # noqa: E402
+from bench_common import kernel_times_us, machine  # noqa: E402
 from bench_gemm_ops import op_inputs  # noqa: E402
 
 
 def kernel_times(fn, inputs, g, iters: int) -> dict[str, float]:
     """Device microseconds per iteration of each kernel fwd+bwd of ``fn`` launches."""
     leaves = [t.detach().requires_grad_() for t in inputs]
-    for _ in range(3):
-        torch.autograd.grad(fn(*leaves), leaves, g)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(iters):
-            torch.autograd.grad(fn(*leaves), leaves, g)
-        torch.cuda.synchronize()
-    times: dict[str, float] = defaultdict(float)
-    for event in prof.events():
-        if event.device_type == torch.autograd.DeviceType.CUDA:
-            times[event.name[:110]] += event.device_time / iters
-    return dict(sorted(times.items(), key=lambda kv: -kv[1]))
+    return kernel_times_us(lambda: torch.autograd.grad(fn(*leaves), leaves, g), 3, iters)
 
 
 def main() -> None:

@@ -14,14 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
-from bench_common import machine  # noqa: E402
+from bench_common import kernel_times_us, machine  # noqa: E402
 from bench_row_ops import EPS, H, R, random_bf16  # noqa: E402
 
 from audit.core.inputs import packed_index  # noqa: E402
@@ -38,18 +36,7 @@ def kernel_times(rows: int, iters: int) -> dict[str, float]:
     def step():
         torch.autograd.grad(cuda_rows.norm_modulate(*leaves, idx, EPS), leaves, g)
 
-    for _ in range(5):
-        step()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(iters):
-            step()
-        torch.cuda.synchronize()
-    times: dict[str, float] = defaultdict(float)
-    for event in prof.events():
-        if event.device_type == torch.autograd.DeviceType.CUDA:
-            times[event.name[:110]] += event.device_time / iters
-    return dict(sorted(times.items(), key=lambda kv: -kv[1]))
+    return kernel_times_us(step, 5, iters)
 
 
 def main() -> None:
