@@ -64,17 +64,21 @@ class _NormModulate(torch.autograd.Function):
         ops = _ops()
         grad = kernel_layout(grad)
         dx = dw = dshift = dscale = None
-        if need_x:
-            dx = ops.norm_modulate_bwd_dx(grad, x, rstd, w, scale, idx)
-        if need_w or need_shift or need_scale:
-            if x.shape[0] == 0:
-                seg = scale.new_zeros((3, scale.shape[0], scale.shape[1]), dtype=torch.float32)
+        need_tables = need_w or need_shift or need_scale
+        if need_tables and x.shape[0] > 0:
+            perm, seg_start, tile_start, tiles = _plan(ops, idx, scale.shape[0])
+            plan = (perm, seg_start, tile_start, tiles, TILE_ROWS)
+            if need_x:  # dx and the partial sums from one pass over grad and x
+                dx, partials = ops.norm_modulate_bwd(grad, x, rstd, w, scale, idx, *plan)
             else:
-                perm, seg_start, tile_start, tiles = _plan(ops, idx, scale.shape[0])
-                partials = ops.norm_modulate_bwd_partials(
-                    grad, x, rstd, w, scale, perm, seg_start, tile_start, tiles, TILE_ROWS
-                )
-                seg = ops.row_segment_fold(partials, tile_start)  # (3, R, H): shift, scale, w
+                partials = ops.norm_modulate_bwd_partials(grad, x, rstd, w, scale, *plan)
+            seg = ops.row_segment_fold(partials, tile_start)  # (3, R, H): shift, scale, w
+        else:
+            if need_x:
+                dx = ops.norm_modulate_bwd_dx(grad, x, rstd, w, scale, idx)
+            if need_tables:  # no rows: zero table and parameter gradients
+                seg = scale.new_zeros((3, scale.shape[0], scale.shape[1]), dtype=torch.float32)
+        if need_tables:
             dshift = seg[0].to(BF16) if need_shift else None
             dscale = seg[1].to(BF16) if need_scale else None
             if need_w:

@@ -15,6 +15,9 @@
 //     8-element vectors; c = ((rstd * rstd) * rstd * s) / H; dx = bf16(rstd * a - x * c);
 //   - partials (sorted tiles, see row_segments.cu): per tile and column, in sorted position order,
 //     q0: sum g (-> d_shift), q1: sum g * n (-> d_scale), q2: sum (g * p) * xhat (-> dw).
+// norm_modulate_bwd computes both from one read of grad and x (the fused kernel, H <= 6144); the
+// split kernels remain for a backward that needs only one side, and for wider rows. Both give
+// the same bits: the same products summed in the same order.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
@@ -22,6 +25,7 @@
 #include <torch/library.h>
 
 #include "rows_common.cuh"
+#include "wgmma_common.cuh"
 
 namespace rlk {
 namespace {
@@ -150,6 +154,37 @@ __global__ void __launch_bounds__(kRowThreads)
 
 constexpr int kRowBatch = 4;  // rows whose loads are issued together in the tile kernels
 
+// One row's terms added, in order, to the three partial sums of one 8-column vector; wf and p
+// are that vector's w and bf16(1 + scale) of the tile's table row.
+__device__ __forceinline__ void add_row_partials8(uint4 g, uint4 x, float r, const float wf[8], const float p[8],
+                                                  float s_shift[8], float s_scale[8], float s_w[8]) {
+  float gf[8], xf[8];
+  unpack8(g, gf);
+  unpack8(x, xf);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const float xhat = __fmul_rn(r, xf[e]);
+    const float n = round_bf16(__fmul_rn(wf[e], xhat));
+    s_shift[e] = __fadd_rn(s_shift[e], gf[e]);
+    s_scale[e] = __fadd_rn(s_scale[e], __fmul_rn(gf[e], n));
+    s_w[e] = __fadd_rn(s_w[e], __fmul_rn(__fmul_rn(gf[e], p[e]), xhat));
+  }
+}
+
+// Tile `tile`'s three sums of 8-column vector v into partials (3, tiles, cols).
+__device__ __forceinline__ void store_partials8(float* __restrict__ partials, int64_t tiles, int64_t cols,
+                                                int64_t tile, int64_t v, const float s_shift[8],
+                                                const float s_scale[8], const float s_w[8]) {
+  const auto store8 = [&](int64_t plane, const float s[8]) {
+    float4* out = reinterpret_cast<float4*>(partials + plane * tiles * cols + tile * cols + v * 8);
+    out[0] = make_float4(s[0], s[1], s[2], s[3]);
+    out[1] = make_float4(s[4], s[5], s[6], s[7]);
+  };
+  store8(0, s_shift);
+  store8(1, s_scale);
+  store8(2, s_w);
+}
+
 __global__ void __launch_bounds__(kColThreads)
     norm_modulate_bwd_partials_kernel(const uint16_t* __restrict__ grad, const uint16_t* __restrict__ x,
                                       const float* __restrict__ rstd, const uint16_t* __restrict__ w,
@@ -189,32 +224,170 @@ __global__ void __launch_bounds__(kColThreads)
     }
 #pragma unroll
     for (int j = 0; j < kRowBatch; ++j) {
-      if (j0 + j < count) {
-        const float r = rstd_s[j0 + j];
-        float gf[8], xf[8];
-        unpack8(gv[j], gf);
-        unpack8(xv[j], xf);
+      if (j0 + j < count) add_row_partials8(gv[j], xv[j], rstd_s[j0 + j], wf, p, s_shift, s_scale, s_w);
+    }
+  }
+  store_partials8(partials, tiles, cols, blockIdx.x, v, s_shift, s_scale, s_w);
+}
+
+// ---- fused backward ----------------------------------------------------------------------------
+// One block per tile of the plan and one thread per 8-column vector (blockDim = the row's vectors
+// rounded up to whole warps). The tile's rows stream, in sorted order, through a ring of `depth`
+// shared-memory slots (a grad row, then an x row), each filled by two bulk copies and guarded by a
+// "full" mbarrier (bytes) and an "empty" one (one arrival per warp). For every row:
+//   - every thread adds the row's terms to its vector's three partial sums (add_row_partials8, the
+//     order of norm_modulate_bwd_partials_kernel);
+//   - warp j % warps computes the row's dx alone: lane l plays the 4 threads l + 32q of the split
+//     kernel's 128 (q = 0..3), each with its own FP32 chain over vectors l + 32q + 128k, ascending,
+//     then the 4 warp trees and (w0 + w2) + (w1 + w3) of block_sum_torch_order; so dx has the
+//     split kernel's bits without a block-wide barrier;
+//   - after its arrival on "empty", that dx warp refills the slot with row j + depth.
+constexpr int kFusedMaxThreads = 768;         // H <= 6144: one 8-column vector per thread
+constexpr int kFusedMaxDepth = 8;
+constexpr int kFusedSmemLimit = 227 * 1024;   // sm_90's opt-in shared memory per block
+
+// Shared memory of the fused kernel: the ring, w and p rows, the tile's rows and rstd, mbarriers.
+inline int64_t fused_smem_bytes(int64_t cols, int depth) {
+  return (depth + 1) * 4 * cols + kMaxTileRows * (8 + 4) + 2 * depth * 8;
+}
+
+// Ring depth for rows of `cols` columns: the most slots (at most kFusedMaxDepth) that fit; 0 where
+// the fused kernel does not apply (more vectors than threads, or fewer than 2 slots).
+inline int fused_depth(int64_t cols) {
+  if (cols / 8 > kFusedMaxThreads) return 0;
+  int depth = kFusedMaxDepth;
+  while (depth >= 2 && fused_smem_bytes(cols, depth) > kFusedSmemLimit) --depth;
+  return depth >= 2 ? depth : 0;
+}
+
+// dx of one row by one warp (see above); rows in shared memory, w and p as BF16 vectors.
+__device__ __forceinline__ void dx_row_by_warp(const uint4* g_row, const uint4* x_row, const uint4* w_s,
+                                               const uint4* p_s, int nvec, int64_t cols, float r, int lane,
+                                               uint4* __restrict__ out) {
+  const auto unpack_terms = [&](int i, float gf[8], float xf[8], float wf[8], float pf[8]) {
+    unpack8(g_row[i], gf);
+    unpack8(x_row[i], xf);
+    unpack8(w_s[i], wf);
+    unpack8(p_s[i], pf);
+  };
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  for (int base = 0; base < nvec; base += 4 * 32) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int i = base + 32 * q + lane;
+      if (i < nvec) {
+        float gf[8], xf[8], wf[8], pf[8];
+        unpack_terms(i, gf, xf, wf, pf);
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
-          const float xhat = __fmul_rn(r, xf[e]);
-          const float n = round_bf16(__fmul_rn(wf[e], xhat));
-          s_shift[e] = __fadd_rn(s_shift[e], gf[e]);
-          s_scale[e] = __fadd_rn(s_scale[e], __fmul_rn(gf[e], n));
-          s_w[e] = __fadd_rn(s_w[e], __fmul_rn(__fmul_rn(gf[e], p[e]), xhat));
+          acc[q] = __fadd_rn(acc[q], __fmul_rn(__fmul_rn(wf[e], __fmul_rn(gf[e], pf[e])), xf[e]));
         }
       }
     }
   }
-  const int64_t plane = tiles * cols;
-  float4* q0 = reinterpret_cast<float4*>(partials + static_cast<int64_t>(blockIdx.x) * cols + v * 8);
-  float4* q1 = reinterpret_cast<float4*>(partials + plane + static_cast<int64_t>(blockIdx.x) * cols + v * 8);
-  float4* q2 = reinterpret_cast<float4*>(partials + 2 * plane + static_cast<int64_t>(blockIdx.x) * cols + v * 8);
-  q0[0] = make_float4(s_shift[0], s_shift[1], s_shift[2], s_shift[3]);
-  q0[1] = make_float4(s_shift[4], s_shift[5], s_shift[6], s_shift[7]);
-  q1[0] = make_float4(s_scale[0], s_scale[1], s_scale[2], s_scale[3]);
-  q1[1] = make_float4(s_scale[4], s_scale[5], s_scale[6], s_scale[7]);
-  q2[0] = make_float4(s_w[0], s_w[1], s_w[2], s_w[3]);
-  q2[1] = make_float4(s_w[4], s_w[5], s_w[6], s_w[7]);
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      acc[q] = __fadd_rn(acc[q], __shfl_down_sync(0xffffffffu, acc[q], offset));
+    }
+  }
+  const float s = __shfl_sync(0xffffffffu, __fadd_rn(__fadd_rn(acc[0], acc[2]), __fadd_rn(acc[1], acc[3])), 0);
+  const float c = __fdiv_rn(__fmul_rn(__fmul_rn(__fmul_rn(r, r), r), s), static_cast<float>(cols));
+  for (int i = lane; i < nvec; i += 32) {
+    float gf[8], xf[8], wf[8], pf[8], d[8];
+    unpack_terms(i, gf, xf, wf, pf);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float a = __fmul_rn(wf[e], __fmul_rn(gf[e], pf[e]));
+      d[e] = __fsub_rn(__fmul_rn(r, a), __fmul_rn(xf[e], c));
+    }
+    out[i] = pack8(d);
+  }
+}
+
+__global__ void __launch_bounds__(kFusedMaxThreads, 1)
+    norm_modulate_bwd_kernel(const uint16_t* __restrict__ grad, const uint16_t* __restrict__ x,
+                             const float* __restrict__ rstd, const uint16_t* __restrict__ w,
+                             const uint16_t* __restrict__ scale, const int64_t* __restrict__ perm,
+                             const int* __restrict__ seg_start, const int* __restrict__ tile_start,
+                             int segments, int tile_rows, int64_t tiles, int64_t cols, int depth,
+                             uint16_t* __restrict__ dx, float* __restrict__ partials) {
+  TileRange tr;
+  if (!tile_range(blockIdx.x, seg_start, tile_start, segments, tile_rows, tr)) return;
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int64_t row_bytes = 2 * cols;
+  const int nvec = static_cast<int>(cols / 8);
+  uint8_t* ring = smem;
+  uint4* w_s = reinterpret_cast<uint4*>(smem + depth * 2 * row_bytes);
+  uint4* p_s = w_s + nvec;
+  int64_t* rows_s = reinterpret_cast<int64_t*>(p_s + nvec);
+  float* rstd_s = reinterpret_cast<float*>(rows_s + kMaxTileRows);
+  uint64_t* full = reinterpret_cast<uint64_t*>(rstd_s + kMaxTileRows);
+  uint64_t* empty = full + depth;
+  const int count = tr.end - tr.begin;
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const auto load_row = [&](int j) {
+    const int64_t r = perm[tr.begin + j];
+    uint8_t* slot = ring + (j % depth) * 2 * row_bytes;
+    uint64_t* bar = &full[j % depth];
+    sm90::mbar_arrive_expect_tx(bar, static_cast<uint32_t>(2 * row_bytes));
+    sm90::bulk_load_1d(slot, grad + r * cols, static_cast<uint32_t>(row_bytes), bar);
+    sm90::bulk_load_1d(slot + row_bytes, x + r * cols, static_cast<uint32_t>(row_bytes), bar);
+  };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < depth; ++s) {
+      sm90::mbar_init(&full[s], 1);
+      sm90::mbar_init(&empty[s], warps);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int j = 0; j < min(depth, count); ++j) load_row(j);
+  }
+  for (int j = threadIdx.x; j < count; j += blockDim.x) {
+    const int64_t r = perm[tr.begin + j];
+    rows_s[j] = r;
+    rstd_s[j] = rstd[r];
+  }
+  const int v = threadIdx.x;  // this thread's 8-column vector of the partial sums
+  float wf[8], p[8];
+  if (v < nvec) {
+    const uint4 wv = __ldg(reinterpret_cast<const uint4*>(w) + v);
+    unpack8(wv, wf);
+    unpack8(__ldg(reinterpret_cast<const uint4*>(scale + tr.segment * cols) + v), p);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) p[e] = round_bf16(__fadd_rn(1.f, p[e]));
+    w_s[v] = wv;
+    p_s[v] = pack8(p);
+  }
+  __syncthreads();
+  float s_shift[8], s_scale[8], s_w[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) s_shift[e] = s_scale[e] = s_w[e] = 0.f;
+  for (int j = 0; j < count; ++j) {
+    const int slot = j % depth;
+    const uint32_t parity = (j / depth) & 1;
+    sm90::mbar_wait(&full[slot], parity);
+    const uint4* g_row = reinterpret_cast<const uint4*>(ring + slot * 2 * row_bytes);
+    const uint4* x_row = reinterpret_cast<const uint4*>(ring + slot * 2 * row_bytes + row_bytes);
+    if (v < nvec) add_row_partials8(g_row[v], x_row[v], rstd_s[j], wf, p, s_shift, s_scale, s_w);
+    const bool dx_warp = j % warps == warp;
+    if (dx_warp) {
+      dx_row_by_warp(g_row, x_row, w_s, p_s, nvec, cols, rstd_s[j], lane,
+                     reinterpret_cast<uint4*>(dx + rows_s[j] * cols));
+    }
+    __syncwarp();
+    if (lane == 0) {
+      sm90::mbar_arrive(&empty[slot]);
+      if (dx_warp && j + depth < count) {
+        sm90::mbar_wait(&empty[slot], parity);
+        load_row(j + depth);
+      }
+    }
+  }
+  if (v < nvec) store_partials8(partials, tiles, cols, blockIdx.x, v, s_shift, s_scale, s_w);
 }
 
 // Launches kernel<NV> for the smallest instantiated NV that holds a row of `cols` columns as
@@ -321,6 +494,40 @@ at::Tensor norm_modulate_bwd_partials(const at::Tensor& grad, const at::Tensor& 
   return partials;
 }
 
+std::tuple<at::Tensor, at::Tensor> norm_modulate_bwd(const at::Tensor& grad, const at::Tensor& x,
+                                                     const at::Tensor& rstd, const at::Tensor& w,
+                                                     const at::Tensor& scale, const at::Tensor& idx,
+                                                     const at::Tensor& perm, const at::Tensor& seg_start,
+                                                     const at::Tensor& tile_start, int64_t tiles, int64_t tile_rows) {
+  const int64_t cols = x.size(1);
+  const int depth = fused_depth(cols);
+  if (depth == 0) {
+    return {norm_modulate_bwd_dx(grad, x, rstd, w, scale, idx),
+            norm_modulate_bwd_partials(grad, x, rstd, w, scale, perm, seg_start, tile_start, tiles, tile_rows)};
+  }
+  check_common(x, w, scale);
+  check_rows_tensor(grad, "grad", 2, at::kBFloat16);
+  check_rows_tensor(rstd, "rstd", 1, at::kFloat, false);
+  TORCH_CHECK(grad.sizes() == x.sizes() && rstd.size(0) == x.size(0), "norm_modulate backward: shape mismatch");
+  const dim3 grid = tile_plan_grid(perm, seg_start, tile_start, x.size(0), scale.size(0), tiles, tile_rows, cols,
+                                   "norm_modulate backward");
+  const c10::cuda::CUDAGuard guard(x.device());
+  at::Tensor dx = at::empty_like(x);
+  at::Tensor partials = at::empty({3, tiles, cols}, x.options().dtype(at::kFloat));
+  const int64_t smem = fused_smem_bytes(cols, depth);
+  C10_CUDA_CHECK(cudaFuncSetAttribute(norm_modulate_bwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(smem)));
+  const int threads = (static_cast<int>(cols / 8) + 31) / 32 * 32;
+  norm_modulate_bwd_kernel<<<grid.x, threads, smem, c10::cuda::getCurrentCUDAStream()>>>(
+      reinterpret_cast<const uint16_t*>(grad.data_ptr()), reinterpret_cast<const uint16_t*>(x.data_ptr()),
+      rstd.data_ptr<float>(), reinterpret_cast<const uint16_t*>(w.data_ptr()),
+      reinterpret_cast<const uint16_t*>(scale.data_ptr()), perm.data_ptr<int64_t>(), seg_start.data_ptr<int>(),
+      tile_start.data_ptr<int>(), static_cast<int>(scale.size(0)), static_cast<int>(tile_rows), tiles, cols, depth,
+      reinterpret_cast<uint16_t*>(dx.data_ptr()), partials.data_ptr<float>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {dx, partials};
+}
+
 }  // namespace
 }  // namespace rlk
 
@@ -330,10 +537,14 @@ TORCH_LIBRARY_FRAGMENT(rl_kernel_ops, m) {
   m.def(
       "norm_modulate_bwd_partials(Tensor grad, Tensor x, Tensor rstd, Tensor w, Tensor scale, Tensor perm, "
       "Tensor seg_start, Tensor tile_start, int tiles, int tile_rows) -> Tensor");
+  m.def(
+      "norm_modulate_bwd(Tensor grad, Tensor x, Tensor rstd, Tensor w, Tensor scale, Tensor idx, Tensor perm, "
+      "Tensor seg_start, Tensor tile_start, int tiles, int tile_rows) -> (Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(rl_kernel_ops, CUDA, m) {
   m.impl("norm_modulate_fwd", &rlk::norm_modulate_fwd);
   m.impl("norm_modulate_bwd_dx", &rlk::norm_modulate_bwd_dx);
   m.impl("norm_modulate_bwd_partials", &rlk::norm_modulate_bwd_partials);
+  m.impl("norm_modulate_bwd", &rlk::norm_modulate_bwd);
 }

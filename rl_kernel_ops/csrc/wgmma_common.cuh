@@ -58,6 +58,15 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c_inner), "r"(c_outer), "r"(smem_u32(bar))
       : "memory");
 }
+// Copy `bytes` (a multiple of 16; both addresses 16-byte aligned) of contiguous global memory at
+// src into shared memory at dst; completion is counted in bytes on `bar`.
+__device__ __forceinline__ void bulk_load_1d(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+          smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(smem_u32(bar))
+      : "memory");
+}
 // Copy shared memory at src to the box at (c_inner, c_outer) of `map`; elements outside the
 // tensor are not written. Tracked by bulk groups (tma_store_commit / tma_store_wait_read).
 __device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int c_inner,

@@ -164,6 +164,30 @@ def test_norm_modulate_other_widths(hidden):
     assert all(same_bits(grads[k], r_grads[k]) for k in grads)
 
 
+@pytest.mark.parametrize("rows", [1, 64, 257, 4097, 32768])
+@pytest.mark.parametrize("hidden", [8, 1032, H, 6144, 6152])
+def test_norm_modulate_fused_backward_has_the_split_kernels_bits(rows, hidden):
+    """norm_modulate_bwd (one pass over grad and x; the split kernels past H = 6144) gives dx and
+    every tile's partial sums bitwise equal to norm_modulate_bwd_dx's and _partials', twice."""
+    gen = torch.Generator().manual_seed(rows + hidden)
+    x = (torch.randn(rows, hidden, generator=gen) * 2).to(BF16).to(DEV)
+    w = (0.5 + torch.rand(hidden, generator=gen)).to(BF16).to(DEV)
+    shift, scale, g = (
+        (torch.randn(n, hidden, generator=gen) * s).to(BF16).to(DEV) for n, s in ((R, 0.1), (R, 0.1), (rows, 1))
+    )
+    idx = packed_index(3, rows).to(DEV)
+    ops = torch.ops.rl_kernel_ops
+    _, rstd = ops.norm_modulate_fwd(x, w, shift, scale, idx, EPS)
+    plan = (*cuda_rows._plan(ops, idx, R), cuda_rows.TILE_ROWS)
+    real = int(plan[2][-1])  # tiles in use (the partials' first dimension is an upper bound)
+    dx = ops.norm_modulate_bwd_dx(g, x, rstd, w, scale, idx)
+    partials = ops.norm_modulate_bwd_partials(g, x, rstd, w, scale, *plan)[:, :real]
+    for _ in range(2):
+        fused_dx, fused_partials = ops.norm_modulate_bwd(g, x, rstd, w, scale, idx, *plan)
+        assert same_bits(fused_dx, dx)
+        assert same_bits(fused_partials[:, :real], partials)
+
+
 @pytest.mark.parametrize("rows", [1, 4097, 32768])
 @pytest.mark.parametrize("table_rows", [9, 300])
 def test_the_plans_sort_on_narrowed_keys_is_the_int64_sort(rows, table_rows):
