@@ -42,10 +42,19 @@ def _sort_key_dtype(table_rows: int) -> torch.dtype:
     return torch.int16 if table_rows <= 32768 else torch.int64
 
 
+# Limits of row_sort_plan (csrc/row_segments.cu: kSortMaxKeys, kSortMaxRows).
+SORT_PLAN_MAX_TABLE_ROWS, SORT_PLAN_MAX_ROWS = 256, 65536
+
+
 def _plan(ops, idx: torch.Tensor, table_rows: int):
-    """Stable sort of the positions by table row and the tile plan of the segmented sums."""
-    sorted_keys, perm = torch.sort(idx.to(_sort_key_dtype(table_rows)), stable=True)
-    seg_start, tile_start = ops.row_segment_plan(sorted_keys.long(), table_rows, TILE_ROWS)
+    """Stable sort of the positions by table row and the tile plan of the segmented sums: one
+    block's counting sort in one launch where it fits (row_sort_plan), else torch.sort on narrowed
+    keys and row_segment_plan. Both give the permutation of torch.sort(idx, stable=True)."""
+    if table_rows <= SORT_PLAN_MAX_TABLE_ROWS and idx.shape[0] <= SORT_PLAN_MAX_ROWS:
+        perm, seg_start, tile_start = ops.row_sort_plan(idx, table_rows, TILE_ROWS)
+    else:
+        sorted_keys, perm = torch.sort(idx.to(_sort_key_dtype(table_rows)), stable=True)
+        seg_start, tile_start = ops.row_segment_plan(sorted_keys.long(), table_rows, TILE_ROWS)
     tiles = -(-idx.shape[0] // TILE_ROWS) + table_rows  # upper bound on the number of tiles
     return perm, seg_start, tile_start, tiles
 

@@ -7,6 +7,9 @@
 // that depends only on idx, so the result is the same bits on every run.
 //
 // Ops:
+//   row_sort_plan(idx int64 (S,), segments, tile_rows) -> (perm int64 (S,), seg_start, tile_start)
+//       the stable sort's permutation (torch.sort(idx, stable=True).indices) and the plan below,
+//       by one block's counting sort (segments <= 256, S <= 65536): one launch.
 //   row_segment_plan(sorted_idx int64 (S,), segments, tile_rows) -> (seg_start, tile_start)
 //       both int32 (segments + 1,): segment k = sorted positions [seg_start[k], seg_start[k+1]),
 //       tiles [tile_start[k], tile_start[k+1]).
@@ -47,6 +50,87 @@ __global__ void segment_plan_kernel(const int64_t* __restrict__ sorted, int64_t 
   }
 }
 
+// ---- row_sort_plan ---------------------------------------------------------------------------
+constexpr int kSortThreads = 1024, kSortWarps = kSortThreads / 32;
+constexpr int kSortMaxKeys = 256;       // keys staged as bytes
+constexpr int kSortMaxRows = 65536;     // one block's work stays a few microseconds
+constexpr int kSortBatch = 8;           // idx loads issued together
+
+// Warp w owns the positions [w * chunk, (w + 1) * chunk) (chunk a multiple of 32). Pass 1 counts
+// each warp's positions per key; a scan gives key k's first sorted position (seg_start) and warp
+// w's first slot in it (after all smaller keys, and after warps < w within k). Pass 2: each warp
+// walks its positions in rounds of 32 in order; lanes holding the same key take consecutive slots
+// in lane order (__match_any_sync); so every key keeps the positions' order: the stable sort.
+__global__ void __launch_bounds__(kSortThreads)
+    row_sort_plan_kernel(const int64_t* __restrict__ idx, int n, int segments, int tile_rows,
+                         int64_t* __restrict__ perm, int* __restrict__ seg_start, int* __restrict__ tile_start) {
+  __shared__ int next[kSortWarps][kSortMaxKeys];  // counts, then each warp's next slot per key
+  __shared__ int total[kSortMaxKeys];
+  extern __shared__ uint8_t keys[];               // n keys as bytes
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int i = threadIdx.x; i < kSortWarps * kSortMaxKeys; i += kSortThreads) (&next[0][0])[i] = 0;
+  __syncthreads();
+  const int chunk = ((n + kSortWarps - 1) / kSortWarps + 31) / 32 * 32;
+  const int begin = min(n, warp * chunk), end = min(n, begin + chunk);
+  for (int i0 = begin; i0 < end; i0 += 32 * kSortBatch) {
+    int64_t k[kSortBatch];
+#pragma unroll
+    for (int b = 0; b < kSortBatch; ++b) {
+      const int i = i0 + b * 32 + lane;
+      k[b] = i < end ? idx[i] : -1;
+    }
+#pragma unroll
+    for (int b = 0; b < kSortBatch; ++b) {
+      if (k[b] >= 0) {
+        keys[i0 + b * 32 + lane] = static_cast<uint8_t>(k[b]);
+        atomicAdd(&next[warp][k[b]], 1);
+      }
+    }
+  }
+  __syncthreads();
+  for (int k = threadIdx.x; k < segments; k += kSortThreads) {
+    int sum = 0;
+    for (int w = 0; w < kSortWarps; ++w) sum += next[w][k];
+    total[k] = sum;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {  // at most 256 keys: one thread's scan
+    int pos = 0, tiles = 0;
+    for (int k = 0; k < segments; ++k) {
+      seg_start[k] = pos;
+      tile_start[k] = tiles;
+      const int t = total[k];
+      total[k] = pos;
+      pos += t;
+      tiles += (t + tile_rows - 1) / tile_rows;
+    }
+    seg_start[segments] = pos;
+    tile_start[segments] = tiles;
+  }
+  __syncthreads();
+  for (int k = threadIdx.x; k < segments; k += kSortThreads) {
+    int slot = total[k];
+    for (int w = 0; w < kSortWarps; ++w) {
+      const int c = next[w][k];
+      next[w][k] = slot;
+      slot += c;
+    }
+  }
+  __syncthreads();
+  for (int i0 = begin; i0 < end; i0 += 32) {
+    const int i = i0 + lane;
+    const int key = i < end ? keys[i] : -1;
+    const unsigned peers = __match_any_sync(0xffffffffu, key);
+    const int slot = key >= 0 ? next[warp][key] : 0;
+    __syncwarp();
+    if (key >= 0) {
+      perm[slot + __popc(peers & ((1u << lane) - 1))] = i;
+      if (lane == __ffs(peers) - 1) next[warp][key] = slot + __popc(peers);
+    }
+    __syncwarp();
+  }
+}
+
 constexpr int kFoldBatch = 8;  // loads issued together; the adds stay in ascending tile order
 
 __global__ void segment_fold_kernel(const float* __restrict__ partials, int64_t tiles,
@@ -70,6 +154,27 @@ __global__ void segment_fold_kernel(const float* __restrict__ partials, int64_t 
   }
   for (; t < t1; ++t) acc = __fadd_rn(acc, p[static_cast<int64_t>(t) * cols]);
   out[(static_cast<int64_t>(q) * segments + k) * cols + col] = acc;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> row_sort_plan(const at::Tensor& idx, int64_t segments,
+                                                             int64_t tile_rows) {
+  TORCH_CHECK(idx.is_cuda() && idx.scalar_type() == at::kLong && idx.dim() == 1 && idx.is_contiguous(),
+              "row_sort_plan: idx must be a contiguous 1-D int64 CUDA tensor");
+  TORCH_CHECK(segments >= 1 && segments <= kSortMaxKeys, "row_sort_plan: at most ", kSortMaxKeys, " table rows");
+  TORCH_CHECK(idx.numel() <= kSortMaxRows, "row_sort_plan: at most ", kSortMaxRows, " positions");
+  TORCH_CHECK(tile_rows >= 1, "row_sort_plan: bad tile_rows");
+  const c10::cuda::CUDAGuard guard(idx.device());
+  at::Tensor perm = at::empty_like(idx);
+  auto opts = idx.options().dtype(at::kInt);
+  at::Tensor seg_start = at::empty({segments + 1}, opts);
+  at::Tensor tile_start = at::empty({segments + 1}, opts);
+  const int n = static_cast<int>(idx.numel());
+  C10_CUDA_CHECK(cudaFuncSetAttribute(row_sort_plan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSortMaxRows));
+  row_sort_plan_kernel<<<1, kSortThreads, n, c10::cuda::getCurrentCUDAStream()>>>(
+      idx.data_ptr<int64_t>(), n, static_cast<int>(segments), static_cast<int>(tile_rows), perm.data_ptr<int64_t>(),
+      seg_start.data_ptr<int>(), tile_start.data_ptr<int>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {perm, seg_start, tile_start};
 }
 
 std::tuple<at::Tensor, at::Tensor> row_segment_plan(const at::Tensor& sorted_idx, int64_t segments,
@@ -121,11 +226,13 @@ at::Tensor row_segment_fold(const at::Tensor& partials, const std::optional<at::
 }  // namespace rlk
 
 TORCH_LIBRARY_FRAGMENT(rl_kernel_ops, m) {
+  m.def("row_sort_plan(Tensor idx, int segments, int tile_rows) -> (Tensor, Tensor, Tensor)");
   m.def("row_segment_plan(Tensor sorted_idx, int segments, int tile_rows) -> (Tensor, Tensor)");
   m.def("row_segment_fold(Tensor partials, Tensor? tile_start) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(rl_kernel_ops, CUDA, m) {
+  m.impl("row_sort_plan", &rlk::row_sort_plan);
   m.impl("row_segment_plan", &rlk::row_segment_plan);
   m.impl("row_segment_fold", &rlk::row_segment_fold);
 }

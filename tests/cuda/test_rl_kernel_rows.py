@@ -188,16 +188,27 @@ def test_norm_modulate_fused_backward_has_the_split_kernels_bits(rows, hidden):
         assert same_bits(fused_partials[:, :real], partials)
 
 
-@pytest.mark.parametrize("rows", [1, 4097, 32768])
-@pytest.mark.parametrize("table_rows", [9, 300])
-def test_the_plans_sort_on_narrowed_keys_is_the_int64_sort(rows, table_rows):
-    """The backward's plan sorts idx narrowed to uint8 / int16: the permutation and the segment
-    starts are those of the stable sort of idx itself."""
-    idx = torch.randint(0, table_rows, (rows,), generator=torch.Generator().manual_seed(rows)).to(DEV)
-    perm, seg_start, _, _ = cuda_rows._plan(torch.ops.rl_kernel_ops, idx, table_rows)
-    keys, expected = torch.sort(idx, stable=True)
+@pytest.mark.parametrize("rows", [1, 33, 4097, 32768, 65536, 65537])
+@pytest.mark.parametrize("table_rows", [1, 9, 256, 300])
+@pytest.mark.parametrize("keys", ["random", "one", "descending"])
+def test_the_plan_is_the_stable_sorts(rows, table_rows, keys):
+    """The backward's plan (row_sort_plan's counting sort up to 256 table rows and 65536 positions,
+    else torch.sort on keys narrowed to uint8 / int16): the permutation of torch.sort(idx,
+    stable=True), its segment starts, and ceil(count / TILE_ROWS) tiles per segment."""
+    gen = torch.Generator().manual_seed(rows + table_rows)
+    idx = {
+        "random": torch.randint(0, table_rows, (rows,), generator=gen),
+        "one": torch.full((rows,), table_rows - 1),
+        "descending": torch.arange(rows).flip(0) * table_rows // rows,
+    }[keys].to(DEV)
+    perm, seg_start, tile_start, tiles = cuda_rows._plan(torch.ops.rl_kernel_ops, idx, table_rows)
+    sorted_keys, expected = torch.sort(idx, stable=True)
+    counts = torch.bincount(idx, minlength=table_rows)
+    tiles_per_segment = (counts + cuda_rows.TILE_ROWS - 1) // cuda_rows.TILE_ROWS
     assert torch.equal(perm, expected)
-    assert torch.equal(seg_start.long(), torch.searchsorted(keys, torch.arange(table_rows + 1, device=DEV)))
+    assert torch.equal(seg_start.long(), torch.searchsorted(sorted_keys, torch.arange(table_rows + 1, device=DEV)))
+    assert tile_start[0] == 0 and torch.equal(tile_start[1:].long(), tiles_per_segment.cumsum(0))
+    assert int(tile_start[-1]) <= tiles
 
 
 @pytest.mark.parametrize("rows", [1, 257, 4097, 32768])
