@@ -127,11 +127,13 @@ def test_env_check_reports_each_environment_and_fails_on_a_broken_one(bare_pytho
 
 
 def _venv_with_torch(root: Path) -> str:
-    """A second real venv: torch 2.13.0 (CPU), safetensors, numpy and diffusers, installed by pip."""
+    """A second real venv: torch 2.13.0 (CPU), safetensors, numpy and diffusers, installed by pip.
+    Without pip's byte-compiling of every module (--no-compile): the test's two processes in this
+    venv compile only what they import."""
     subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
     python = str(root / "bin" / "python")
     subprocess.run(
-        [python, "-m", "pip", "install", "-q", "torch==2.13.0", "safetensors", "numpy", "diffusers==0.42.1"],
+        [python, "-m", "pip", *"install -q --no-compile torch==2.13.0 safetensors numpy diffusers==0.42.1".split()],
         check=True,
         timeout=1500,
     )
