@@ -20,15 +20,19 @@ def _cases(report, name):
     return report.results[name].cases
 
 
-def test_sp_rows_on_a_row_op_gathers_rows_bitwise_and_sums_the_table_gradient(tmp_path):
-    out = tmp_path / "r.json"
-    done = audit(
-        *"parallel --op gate_residual --layout sp_rows --ranks 2 --device cpu --case 2 --case 64".split(),
-        "--out",
-        str(out),
-        "-q",
-    )
+@pytest.fixture(scope="module")
+def sp_rows_gate_residual(tmp_path_factory):
+    """The report of ``audit parallel --op gate_residual --layout sp_rows --ranks 2 --device cpu``
+    at 2, 64 and 528 rows with every candidate, run once for the two tests that read it."""
+    out = tmp_path_factory.mktemp("sp_rows") / "r.json"
+    argv = "parallel --op gate_residual --layout sp_rows --ranks 2 --device cpu --case 2 --case 64 --case 528"
+    done = audit(*argv.split(), "--out", str(out), "-q")
     assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_sp_rows_on_a_row_op_gathers_rows_bitwise_and_sums_the_table_gradient(sp_rows_gate_residual):
+    out = sp_rows_gate_residual
     report = load_report(out).root
     assert (report.layout, report.ranks, report.backend) == ("sp_rows", 2, "gloo")
     for name in ("diffusers", "rl_kernel"):
@@ -169,17 +173,11 @@ def test_a_forward_only_candidate_is_not_said_to_have_summed_gradients():
     assert verdict == "bitwise" and "(dw, dsh reduced)" in detail
 
 
-def test_rl_kernel_keeps_the_single_process_bits_under_the_chunk_order(tmp_path):
-    """Across ranks the naive sums of d_gate differ from one process; rl_kernel's chunk partials,
-    all-gathered and folded in the one-process order, do not, and the report counts the difference."""
-    out = tmp_path / "r.json"
-    done = audit(
-        *"parallel --op gate_residual --layout sp_rows --ranks 2 --device cpu --case 528".split(),
-        *"--candidate rl_kernel --candidate diffusers --out".split(),
-        str(out),
-        "-q",
-    )
-    assert done.returncode == 0, done.stderr
+def test_rl_kernel_keeps_the_single_process_bits_under_the_chunk_order(sp_rows_gate_residual):
+    """Across ranks the naive sums of d_gate differ from one process at 528 rows; rl_kernel's chunk
+    partials, all-gathered and folded in the one-process order, do not, and the report counts the
+    difference."""
+    out = sp_rows_gate_residual
     report = load_report(out).root
     ours, theirs = report.results["rl_kernel"], report.results["diffusers"]
     case = ours.cases["528"]
