@@ -33,6 +33,20 @@ inline void check_launch(const char* what) {
 
 inline int ceil_div(long long a, long long b) { return static_cast<int>((a + b - 1) / b); }
 
+// Allows `kernel` `bytes` of dynamic shared memory on the current device. The attribute belongs to
+// the kernel and the device, so it is set once per kernel and device (again only for more bytes).
+template <auto kernel>
+inline void reserve_dynamic_smem(int bytes, const char* what) {
+  static int reserved[64] = {};
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  if (device < 64 && reserved[device] >= bytes) return;
+  const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  TORCH_CHECK(err == cudaSuccess, what, ": cannot reserve ", bytes, " bytes of shared memory: ",
+              cudaGetErrorString(err));
+  if (device < 64) reserved[device] = bytes;
+}
+
 // The shared-state-space address of a pointer into shared memory.
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));

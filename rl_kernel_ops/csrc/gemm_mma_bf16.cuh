@@ -220,18 +220,9 @@ inline void mma_gemm_launch(const bf16* A, const bf16* B, void* C, const bf16* b
   TORCH_CHECK(N % BN == 0, "mma_gemm: N=", N, " is not a multiple of the tile width ", BN);
   TORCH_CHECK(splits == 1 || K % (splits * MMA_BK) == 0, "mma_gemm: K=", K,
               " does not split in ", splits, " chunks of whole 32-wide tiles");
-  auto kernel = mma_gemm_kernel<BM, BN, WM, WN, STAGES, A_MK, B_NK, EPI>;
+  constexpr auto kernel = mma_gemm_kernel<BM, BN, WM, WN, STAGES, A_MK, B_NK, EPI>;
   constexpr int smem = STAGES * (BM + BN) * MMA_BK * static_cast<int>(sizeof(bf16));
-  static bool configured[64] = {};  // one attribute call per instantiation and device
-  int device = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&device));
-  if (device >= 64 || !configured[device]) {
-    const cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    TORCH_CHECK(err == cudaSuccess, "mma_gemm: cannot reserve ", smem,
-                " bytes of shared memory: ", cudaGetErrorString(err));
-    if (device < 64) configured[device] = true;
-  }
+  reserve_dynamic_smem<kernel>(smem, "mma_gemm");
   const int kchunk = splits == 1 ? K : K / splits;
   dim3 grid(N / BN, ceil_div(M, BM), splits);
   kernel<<<grid, (BM / WM) * (BN / WN) * 32, smem, stream>>>(

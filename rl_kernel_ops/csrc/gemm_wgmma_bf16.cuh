@@ -445,17 +445,8 @@ template <int BM, int STAGES>
 inline void launch(const bf16* A, const bf16* W, const bf16* bias, bf16* out, int M, int N, int K,
                    cudaStream_t stream) {
   using C = Config<BM, STAGES>;
-  auto kernel = wgmma_linear_bias_kernel<BM, STAGES>;
-  static bool configured[64] = {};  // one attribute call per instantiation and device
-  int device = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&device));
-  if (device >= 64 || !configured[device]) {
-    const cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
-    TORCH_CHECK(err == cudaSuccess, "wgmma_gemm: cannot reserve ", C::SMEM,
-                " bytes of shared memory: ", cudaGetErrorString(err));
-    if (device < 64) configured[device] = true;
-  }
+  constexpr auto kernel = wgmma_linear_bias_kernel<BM, STAGES>;
+  reserve_dynamic_smem<kernel>(C::SMEM, "wgmma_gemm");
   const CUtensorMap map_a = map_2d(A, K, M, BK, BM);
   const CUtensorMap map_w = map_2d(W, K, N, BK, BN);
   const int tiles = ((M + BM - 1) / BM) * (N / BN);
@@ -473,7 +464,7 @@ template <int STAGES, int CM>
 inline void launch_persistent(const bf16* A, const bf16* W, const bf16* bias, bf16* out, int M,
                               int N, int K, cudaStream_t stream) {
   using C = Config<128, STAGES>;
-  auto kernel = wgmma_linear_bias_persistent_kernel<STAGES, CM>;
+  constexpr auto kernel = wgmma_linear_bias_persistent_kernel<STAGES, CM>;
   static int max_clusters[64] = {};  // clusters that fit at once, per device
   int device = 0;
   C10_CUDA_CHECK(cudaGetDevice(&device));
@@ -490,13 +481,11 @@ inline void launch_persistent(const bf16* A, const bf16* W, const bf16* bias, bf
   cfg.numAttrs = 1;
   int fit = device < 64 ? max_clusters[device] : 0;
   if (fit == 0) {
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
-    TORCH_CHECK(err == cudaSuccess, "wgmma_gemm: cannot reserve ", C::SMEM,
-                " bytes of shared memory: ", cudaGetErrorString(err));
+    reserve_dynamic_smem<kernel>(C::SMEM, "wgmma_gemm");
     int sms = 0;
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     cfg.gridDim = dim3(sms / CM * CM);
-    err = cudaOccupancyMaxActiveClusters(&fit, kernel, &cfg);
+    const cudaError_t err = cudaOccupancyMaxActiveClusters(&fit, kernel, &cfg);
     TORCH_CHECK(err == cudaSuccess && fit > 0, "wgmma_gemm: no cluster of ", CM, " CTAs fits: ",
                 cudaGetErrorString(err));
     if (device < 64) max_clusters[device] = fit;
@@ -564,18 +553,10 @@ inline const CUtensorMap& stream_w_map(const bf16* W, int N, int K) {
 // (stream_supported).
 inline void silu_linear_bias_stream(const float* temb, bf16* a, const bf16* W, const bf16* bias,
                                     bf16* out, int M, int N, int K, cudaStream_t stream) {
-  auto kernel = wgmma_stream_w_kernel<256, 5, 2>;
-  static int reserved[64] = {};  // shared memory reserved so far, per device
+  constexpr auto kernel = wgmma_stream_w_kernel<256, 5, 2>;
   const DeviceFacts& f = device_facts();
-  int device = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&device));
   const int smem = Stream::smem(K);
-  if (reserved[device] < smem) {
-    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    TORCH_CHECK(err == cudaSuccess, "wgmma_gemm: cannot reserve ", smem,
-                " bytes of shared memory: ", cudaGetErrorString(err));
-    reserved[device] = smem;
-  }
+  reserve_dynamic_smem<kernel>(smem, "wgmma_gemm");
   const int grid = std::min(f.sms, N / 256);
   kernel<<<grid, Stream::THREADS, smem, stream>>>(temb, a, stream_w_map(W, N, K), out, bias, M, N, K);
   check_launch("wgmma_stream_w");

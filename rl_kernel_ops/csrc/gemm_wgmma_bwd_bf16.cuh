@@ -241,16 +241,13 @@ template <int BM, int BN, int STAGES, bool A_MN, int EPI, int MINB>
 inline void launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c,
                    void* C, int M, int N, int kslices, int splits, int ldc, cudaStream_t stream) {
   using Cfg = BwdConfig<BM, BN, STAGES, EPI>;
-  auto kernel = wgmma_bwd_gemm_kernel<BM, BN, STAGES, A_MN, EPI, MINB>;
+  constexpr auto kernel = wgmma_bwd_gemm_kernel<BM, BN, STAGES, A_MN, EPI, MINB>;
   static int resident[64] = {};  // CTAs that fit at once, per device
   int device = 0;
   C10_CUDA_CHECK(cudaGetDevice(&device));
   int fit = device < 64 ? resident[device] : 0;
   if (fit == 0) {
-    const cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM);
-    TORCH_CHECK(err == cudaSuccess, "wgmma_bwd: cannot reserve ", Cfg::SMEM,
-                " bytes of shared memory: ", cudaGetErrorString(err));
+    reserve_dynamic_smem<kernel>(Cfg::SMEM, "wgmma_bwd");
     int sms = 0, per_sm = 0;
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Cfg::THREADS, Cfg::SMEM));

@@ -22,10 +22,22 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include "gemm_common.cuh"
 #include "rows_common.cuh"
 
 namespace rlk {
 namespace {
+
+// tile_start[k] = the tiles of the segments before k, segment k making ceil(count / tile_rows)
+// tiles, from seg_start (segments + 1 entries); run by one thread.
+__device__ void write_tile_starts(const int* seg_start, int segments, int tile_rows, int* tile_start) {
+  int tiles = 0;
+  tile_start[0] = 0;
+  for (int k = 0; k < segments; ++k) {
+    tiles += (seg_start[k + 1] - seg_start[k] + tile_rows - 1) / tile_rows;
+    tile_start[k + 1] = tiles;
+  }
+}
 
 __global__ void segment_plan_kernel(const int64_t* __restrict__ sorted, int64_t n, int segments,
                                     int tile_rows, int* __restrict__ seg_start,
@@ -40,14 +52,7 @@ __global__ void segment_plan_kernel(const int64_t* __restrict__ sorted, int64_t 
     seg_start[k] = static_cast<int>(lo);
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int tiles = 0;
-    tile_start[0] = 0;
-    for (int k = 0; k < segments; ++k) {
-      tiles += (seg_start[k + 1] - seg_start[k] + tile_rows - 1) / tile_rows;
-      tile_start[k + 1] = tiles;
-    }
-  }
+  if (threadIdx.x == 0) write_tile_starts(seg_start, segments, tile_rows, tile_start);
 }
 
 // ---- row_sort_plan ---------------------------------------------------------------------------
@@ -95,17 +100,15 @@ __global__ void __launch_bounds__(kSortThreads)
   }
   __syncthreads();
   if (threadIdx.x == 0) {  // at most 256 keys: one thread's scan
-    int pos = 0, tiles = 0;
+    int pos = 0;
     for (int k = 0; k < segments; ++k) {
       seg_start[k] = pos;
-      tile_start[k] = tiles;
       const int t = total[k];
       total[k] = pos;
       pos += t;
-      tiles += (t + tile_rows - 1) / tile_rows;
     }
     seg_start[segments] = pos;
-    tile_start[segments] = tiles;
+    write_tile_starts(seg_start, segments, tile_rows, tile_start);
   }
   __syncthreads();
   for (int k = threadIdx.x; k < segments; k += kSortThreads) {
@@ -169,7 +172,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> row_sort_plan(const at::Tensor& i
   at::Tensor seg_start = at::empty({segments + 1}, opts);
   at::Tensor tile_start = at::empty({segments + 1}, opts);
   const int n = static_cast<int>(idx.numel());
-  C10_CUDA_CHECK(cudaFuncSetAttribute(row_sort_plan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSortMaxRows));
+  reserve_dynamic_smem<row_sort_plan_kernel>(kSortMaxRows, "row_sort_plan");
   row_sort_plan_kernel<<<1, kSortThreads, n, c10::cuda::getCurrentCUDAStream()>>>(
       idx.data_ptr<int64_t>(), n, static_cast<int>(segments), static_cast<int>(tile_rows), perm.data_ptr<int64_t>(),
       seg_start.data_ptr<int>(), tile_start.data_ptr<int>());
