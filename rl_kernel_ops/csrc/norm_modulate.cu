@@ -41,6 +41,7 @@ __global__ void __launch_bounds__(kRowThreads)
   const int64_t row = blockIdx.x;
   const int nvec = static_cast<int>(cols / 4);
   const uint2* xr = reinterpret_cast<const uint2*>(x + row * cols);
+  const int64_t t = idx[row];  // read with the row, not after the statistic's barrier
   uint2 xv[NV];
   float acc = 0.f;
 #pragma unroll
@@ -58,7 +59,6 @@ __global__ void __launch_bounds__(kRowThreads)
   const float r = rsqrtf(__fadd_rn(__fdiv_rn(sum_sq, static_cast<float>(cols)), eps));
   if (threadIdx.x == 0) rstd_out[row] = r;
 
-  const int64_t t = idx[row];
   const uint2* wv = reinterpret_cast<const uint2*>(w);
   const uint2* sh = reinterpret_cast<const uint2*>(shift + t * cols);
   const uint2* sc = reinterpret_cast<const uint2*>(scale + t * cols);
@@ -327,13 +327,12 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1)
   uint64_t* empty = full + depth;
   const int count = tr.end - tr.begin;
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const auto load_row = [&](int j) {
-    const int64_t r = perm[tr.begin + j];
-    uint8_t* slot = ring + (j % depth) * 2 * row_bytes;
-    uint64_t* bar = &full[j % depth];
+  const auto load_row = [&](int64_t r, int slot) {  // original row r into ring slot `slot`
+    uint8_t* dst = ring + slot * 2 * row_bytes;
+    uint64_t* bar = &full[slot];
     sm90::mbar_arrive_expect_tx(bar, static_cast<uint32_t>(2 * row_bytes));
-    sm90::bulk_load_1d(slot, grad + r * cols, static_cast<uint32_t>(row_bytes), bar);
-    sm90::bulk_load_1d(slot + row_bytes, x + r * cols, static_cast<uint32_t>(row_bytes), bar);
+    sm90::bulk_load_1d(dst, grad + r * cols, static_cast<uint32_t>(row_bytes), bar);
+    sm90::bulk_load_1d(dst + row_bytes, x + r * cols, static_cast<uint32_t>(row_bytes), bar);
   };
   if (threadIdx.x == 0) {
     for (int s = 0; s < depth; ++s) {
@@ -344,7 +343,7 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1)
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    for (int j = 0; j < min(depth, count); ++j) load_row(j);
+    for (int j = 0; j < min(depth, count); ++j) load_row(perm[tr.begin + j], j);
   }
   for (int j = threadIdx.x; j < count; j += blockDim.x) {
     const int64_t r = perm[tr.begin + j];
@@ -366,14 +365,16 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1)
   float s_shift[8], s_scale[8], s_w[8];
 #pragma unroll
   for (int e = 0; e < 8; ++e) s_shift[e] = s_scale[e] = s_w[e] = 0.f;
+  // Row j sits in slot j % depth, in the slot's (j / depth)-th use (parity), and its dx belongs to
+  // warp j % warps; all three are kept as counters (no division per row).
+  int slot = 0, dx_warp_of_row = 0;
+  uint32_t parity = 0;
   for (int j = 0; j < count; ++j) {
-    const int slot = j % depth;
-    const uint32_t parity = (j / depth) & 1;
     sm90::mbar_wait(&full[slot], parity);
     const uint4* g_row = reinterpret_cast<const uint4*>(ring + slot * 2 * row_bytes);
     const uint4* x_row = reinterpret_cast<const uint4*>(ring + slot * 2 * row_bytes + row_bytes);
     if (v < nvec) add_row_partials8(g_row[v], x_row[v], rstd_s[j], wf, p, s_shift, s_scale, s_w);
-    const bool dx_warp = j % warps == warp;
+    const bool dx_warp = dx_warp_of_row == warp;
     if (dx_warp) {
       dx_row_by_warp(g_row, x_row, w_s, p_s, nvec, cols, rstd_s[j], lane,
                      reinterpret_cast<uint4*>(dx + rows_s[j] * cols));
@@ -383,9 +384,14 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1)
       sm90::mbar_arrive(&empty[slot]);
       if (dx_warp && j + depth < count) {
         sm90::mbar_wait(&empty[slot], parity);
-        load_row(j + depth);
+        load_row(rows_s[j + depth], slot);
       }
     }
+    if (++slot == depth) {
+      slot = 0;
+      parity ^= 1;
+    }
+    if (++dx_warp_of_row == warps) dx_warp_of_row = 0;
   }
   if (v < nvec) store_partials8(partials, tiles, cols, blockIdx.x, v, s_shift, s_scale, s_w);
 }
@@ -515,8 +521,7 @@ std::tuple<at::Tensor, at::Tensor> norm_modulate_bwd(const at::Tensor& grad, con
   at::Tensor dx = at::empty_like(x);
   at::Tensor partials = at::empty({3, tiles, cols}, x.options().dtype(at::kFloat));
   const int64_t smem = fused_smem_bytes(cols, depth);
-  C10_CUDA_CHECK(cudaFuncSetAttribute(norm_modulate_bwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(smem)));
+  reserve_dynamic_smem<norm_modulate_bwd_kernel>(kFusedSmemLimit, "norm_modulate backward");
   const int threads = (static_cast<int>(cols / 8) + 31) / 32 * 32;
   norm_modulate_bwd_kernel<<<grid.x, threads, smem, c10::cuda::getCurrentCUDAStream()>>>(
       reinterpret_cast<const uint16_t*>(grad.data_ptr()), reinterpret_cast<const uint16_t*>(x.data_ptr()),
