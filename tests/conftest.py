@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import SEEDS, audit
+from tests.helpers import SEEDS, audit_in_process
 
 
 # torch's CPU build runs its operators on GNU OpenMP threads, one per core, which spin before they
@@ -46,12 +46,13 @@ def seed_reports() -> list[Path]:
 @pytest.fixture(scope="session")
 def gate_residual_case_1(tmp_path_factory) -> Path:
     """The report ``audit run --op gate_residual --device cpu --case 1 --candidate diffusers`` writes
-    (the references and diffusers on one row, in a subprocess), run once for the modules that read
-    it: tests/cli/test_kernels.py, tests/cli/test_session.py and
-    tests/adapters/test_diffusers_follows_diffusers.py. Read it; never change it."""
+    (the references and diffusers on one row; the command in this process, its worker a process of
+    its own), run once for the modules that read it: tests/cli/test_kernels.py,
+    tests/cli/test_session.py and tests/adapters/test_diffusers_follows_diffusers.py. Read it;
+    never change it."""
     out = tmp_path_factory.mktemp("gate_residual_case_1") / "h3_bitwise_reuse.gate_residual.json"
     argv = ["run", "--op", "gate_residual", "--device", "cpu", "--case", "1", "--candidate", "diffusers"]
-    done = audit(*argv, "--out", str(out), "-q")
+    done = audit_in_process(*argv, "--out", str(out), "-q")
     assert done.returncode == 0, done.stderr
     return out
 

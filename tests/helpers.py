@@ -1,6 +1,6 @@
 """What several test modules share: where the repository and the example reports are, the
-command line as a real subprocess or in this process (for what it decides before any worker starts),
-and whether a process is still running."""
+command line as a real subprocess or with this process as its own (its workers are processes of
+their own either way), and whether a process is still running."""
 
 import json
 import os
@@ -18,7 +18,10 @@ def load(path: Path) -> dict:
 
 
 def audit(*args: str, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
-    """``audit ARGS`` in a subprocess from the repository, 200 columns wide."""
+    """``audit ARGS`` in a subprocess from the repository, 200 columns wide: for what needs the
+    command's own interpreter (signals, a blocking read under a timeout, another console width, the
+    real start-up) and for plugins that patch the process they are imported into (blunt_comparator,
+    flaky_attention, no_profiler, exits_at_import)."""
     return subprocess.run(
         [sys.executable, "-m", "audit", *args],
         cwd=REPO,
@@ -32,13 +35,15 @@ def audit(*args: str, env: dict | None = None, timeout: float = 900) -> subproce
 def audit_in_process(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """``audit ARGS`` run by the typer app in this process (typer's CliRunner), from the repository,
     with COLUMNS=200 and ``env`` added to the environment while it runs (the consoles keep the width
-    they took when ``audit.cli`` was imported): for what the command line does without a worker (bad
-    input, one line and status 2 before any worker starts; show, diff, validate, plot), without
-    starting an interpreter and importing torch. The answer is what ``audit`` gives: the exit status,
-    stdout and stderr. The
-    $AUDIT_PLUGINS modules in ``env`` register into a copy of the candidate registry, dropped
-    afterwards, so other tests' in-process runs do not plan candidates their workers would not know.
-    An exception the command does not turn into an exit status is raised again."""
+    they took when ``audit.cli`` was imported). The command's own process is this one; the workers
+    it starts are processes of their own, with that environment, as from the command line. So it
+    runs every command without an interpreter start and torch's import for the command itself. The
+    answer is what ``audit`` gives: the exit status, stdout and stderr. The $AUDIT_PLUGINS modules
+    in ``env`` register into a copy of the candidate registry that holds none of their candidates
+    (a test may have imported one here), dropped afterwards, so other tests' in-process runs do not
+    plan candidates their workers would not know. A plugin that patches the process it is imported
+    into would stay in this one: those run through ``audit``. An exception the command does not
+    turn into an exit status is raised again."""
     from typer.testing import CliRunner
 
     from audit.cli import app
@@ -52,7 +57,7 @@ def audit_in_process(*args: str, env: dict | None = None) -> subprocess.Complete
         if shell_plugins is not None:
             os.environ[candidates.PLUGINS_ENV] = shell_plugins
     registry, cwd = candidates._REGISTRY, os.getcwd()
-    candidates._REGISTRY = dict(registry)
+    candidates._REGISTRY = {k: c for k, c in registry.items() if c.forward.__module__ not in plugins}
     try:
         for name in plugins:
             sys.modules.pop(name, None)  # imported afresh, they register into the copy

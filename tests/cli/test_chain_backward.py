@@ -6,22 +6,23 @@ variable is recorded, and the report says which backend ran."""
 
 from reports.io import load_report
 from reports.kinds import KINDS
-from tests.helpers import audit
+from tests.helpers import audit, audit_in_process
 
 SMALL = ["--device", "cpu", "--hidden", "64", "--heads", "2", "--ffn", "128", "--backward"]
 UPSTREAM = ("time_proj", "timestep_mlp", "adaln_projection", "norm1_modulate", "attention")
 
 
-def _chain(tmp_path, *more: str, env=None):
+def _chain(tmp_path, *more: str, env=None, run=audit_in_process):
+    """``audit chain --backward`` into ``tmp_path``; ``run=audit`` where a plugin patches the process."""
     out = tmp_path / "chain.json"
-    done = audit("chain", *SMALL, "--candidate", "all=provider", *more, "--out", str(out), "-q", env=env)
+    done = run("chain", *SMALL, "--candidate", "all=provider", *more, "--out", str(out), "-q", env=env)
     assert done.returncode == 0, done.stderr
     report = load_report(out).root
     return report, report.results["plain"].lengths["17"]
 
 
 def test_a_planted_non_repeatable_attention_backward_is_reported_as_such(tmp_path):
-    report, replay = _chain(tmp_path, env={"AUDIT_PLUGINS": "tests.plugins.flaky_attention"})
+    report, replay = _chain(tmp_path, env={"AUDIT_PLUGINS": "tests.plugins.flaky_attention"}, run=audit)
     stages = {s.stage: s for s in replay.stages}
     assert all(c.repeatable is False for name in UPSTREAM for c in stages[name].grads.values())
     assert stages["ff"].grads["n2"].repeatable and stages["norm_out"].grads["h2"].repeatable

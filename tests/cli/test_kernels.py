@@ -8,9 +8,10 @@ from tests.helpers import audit, audit_in_process
 PLANTED = {"AUDIT_PLUGINS": "tests.plugins.planted"}
 
 
-def _run(tmp_path, name: str, *args: str, env: dict | None = None) -> dict:
+def _run(tmp_path, name: str, *args: str, env: dict | None = None, run=audit_in_process) -> dict:
+    """``audit run`` into ``tmp_path/name``; ``run=audit`` where a plugin patches the process."""
     out = tmp_path / name
-    r = audit("run", "--device", "cpu", "--case", "1", "-q", "--out", str(out), *args, env=env)
+    r = run("run", "--device", "cpu", "--case", "1", "-q", "--out", str(out), *args, env=env)
     assert r.returncode == 0, r.stderr
     (path,) = out.glob("*.json")
     return json.loads(path.read_text())
@@ -52,7 +53,7 @@ def test_a_cpu_run_records_each_phases_operators(gate_residual_case_1):
 
 def test_a_failing_profiler_is_reported_and_the_run_goes_on(tmp_path):
     env = {"AUDIT_PLUGINS": "tests.plugins.no_profiler"}
-    report = _run(tmp_path, "run", "--op", "gate_residual", "--candidate", "diffusers", env=env)
+    report = _run(tmp_path, "run", "--op", "gate_residual", "--candidate", "diffusers", env=env, run=audit)
     entry = report["results"]["diffusers"]
     assert entry["kernels"]["1"] == {
         "unavailable": "no kernel fingerprint: the profiled evaluation failed: "
@@ -66,9 +67,8 @@ def test_a_failing_profiler_is_reported_and_the_run_goes_on(tmp_path):
 SWITCH = "tests.plugins.kernel_switch"
 
 
-def _switch_run(tmp_path, name: str, impl: str, *args: str, run=audit):
-    """``audit run`` of the kernel_switch candidate into ``tmp_path/name``, in a subprocess (or
-    ``run=audit_in_process`` for a run refused before any work)."""
+def _switch_run(tmp_path, name: str, impl: str, *args: str, run=audit_in_process):
+    """``audit run`` of the kernel_switch candidate into ``tmp_path/name``."""
     env = {"AUDIT_PLUGINS": SWITCH, "KERNEL_SWITCH_IMPL": impl}
     out = tmp_path / name
     r = run(
@@ -118,6 +118,6 @@ def test_fail_on_kernel_change_needs_a_baseline_with_fingerprints(tmp_path):
         (("--baseline", str(bare), "--fail-on", "kernel-change", "--no-kernels"), "drop --no-kernels"),
     ]
     for args, why in cases:
-        _, r = _switch_run(tmp_path, "refused", "add", *args, run=audit_in_process)
+        _, r = _switch_run(tmp_path, "refused", "add", *args)
         assert r.returncode == 2 and why in r.stderr, (args, r.stderr)
         assert not (tmp_path / "refused").exists()  # refused before any work

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from audit.cli import app
 from reports.io import load_report
 from reports.kinds import KINDS
-from tests.helpers import audit
+from tests.helpers import audit_in_process
 
 SMALL = ["--device", "cpu", "--hidden", "64", "--heads", "2", "--ffn", "128"]
 STEPS = 6
@@ -23,7 +23,7 @@ PLANTED = ["--candidate", "all=provider", "--candidate", "norm_out=ulp_at_step",
 def _trajectory(tmp_path, step: int, *more: str):
     out = tmp_path / f"step{step}.json"
     env = {"AUDIT_PLUGINS": "tests.plugins.trajectory_planted", "PLANTED_STEP": str(step), "PLANTED_STEPS": str(STEPS)}
-    done = audit("trajectory", *SMALL, *PLANTED, *more, "--out", str(out), "-q", env=env)
+    done = audit_in_process("trajectory", *SMALL, *PLANTED, *more, "--out", str(out), "-q", env=env)
     assert done.returncode == 0, done.stderr
     report = load_report(out).root
     return report, report.results["plain"].lengths["17"]
@@ -42,7 +42,7 @@ def test_one_fused_call_for_gate_residual_msa_and_norm2_modulate_is_recorded_and
     out = tmp_path / "fused.json"
     pair = "gate_residual_msa+norm2_modulate"
     chosen = f"--steps 2 --candidate all=provider --candidate {pair}=rl_kernel".split()
-    done = audit("trajectory", *SMALL, *chosen, "--out", str(out))
+    done = audit_in_process("trajectory", *SMALL, *chosen, "--out", str(out))
     assert done.returncode == 0, done.stderr
     report = load_report(out).root
     assert report.candidates[pair] == "rl_kernel" and not {"gate_residual_msa", "norm2_modulate"} & set(
@@ -88,7 +88,7 @@ def test_an_unknown_backend_is_refused_by_chain_too(tmp_path):
 
 def test_a_backend_the_cpu_cannot_run_makes_the_mode_unavailable_with_the_reason(tmp_path):
     out = tmp_path / "efficient.json"
-    done = audit("trajectory", *SMALL, "--steps", "2", "--attention", "efficient", "--out", str(out), "-q")
+    done = audit_in_process("trajectory", *SMALL, "--steps", "2", "--attention", "efficient", "--out", str(out), "-q")
     assert done.returncode == 0, done.stderr
     data = json.loads(out.read_text())
     assert "--attention efficient cannot run here at length 17" in data["results"]["plain"]["unavailable"]

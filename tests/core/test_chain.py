@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import pytest
 import torch
-from tests.helpers import audit, audit_in_process
+from tests.helpers import audit_in_process
 from typer.testing import CliRunner
 
 import rl_kernel_ops
@@ -282,7 +282,7 @@ def cli_report(tmp_path_factory):
     """One forward replay through the command line, in a mode process, with rl_kernel wherever it
     exists, liger (unavailable on a CPU) asked for at norm1_modulate, and a mode that cannot run."""
     out = tmp_path_factory.mktemp("chain") / "chain.json"
-    done = audit(
+    done = audit_in_process(
         *(
             "chain --device cpu --hidden 256 --heads 2 --ffn 128 --length 5 "
             "--candidate norm1_modulate=liger --mode plain --mode vllm"

@@ -142,13 +142,13 @@ def _venv_with_torch(root: Path) -> str:
 
 @pytest.mark.slow
 def test_a_mode_in_a_second_venv_is_compared_bitwise_and_recorded(tmp_path, bare_python):
-    from tests.helpers import audit
+    from tests.helpers import audit_in_process
 
     rollout = _venv_with_torch(tmp_path / "rollout")
     config = tmp_path / "audit.toml"
     config.write_text(f'[environments]\nrollout = "{rollout}"\nbare = "{bare_python}"\n')
     out = tmp_path / "r.json"
-    done = audit(
+    done = audit_in_process(
         *"run --op gate_residual --device cpu --case 3".split(),
         "--config",
         str(config),

@@ -11,7 +11,7 @@ from audit.core.layouts import LAYOUTS
 from audit.core.ops import OPS
 from reports.io import load_report
 from reports.parallel import verdicts
-from tests.helpers import audit
+from tests.helpers import audit_in_process
 
 runner = CliRunner()
 
@@ -26,7 +26,7 @@ def sp_rows_gate_residual(tmp_path_factory):
     at 2, 64 and 528 rows with every candidate, run once for the two tests that read it."""
     out = tmp_path_factory.mktemp("sp_rows") / "r.json"
     argv = "parallel --op gate_residual --layout sp_rows --ranks 2 --device cpu --case 2 --case 64 --case 528"
-    done = audit(*argv.split(), "--out", str(out), "-q")
+    done = audit_in_process(*argv.split(), "--out", str(out), "-q")
     assert done.returncode == 0, done.stderr
     return out
 
@@ -53,7 +53,7 @@ def test_sp_rows_on_a_row_op_gathers_rows_bitwise_and_sums_the_table_gradient(sp
 
 def test_tp_column_keeps_the_output_and_the_split_parameters_bitwise(tmp_path):
     out = tmp_path / "r.json"
-    done = audit(
+    done = audit_in_process(
         *(
             "parallel --op timestep_mlp --layout tp_column --ranks 2 --device cpu "
             "--case 1 --case 4 --candidate diffusers"
@@ -78,7 +78,7 @@ def test_tp_column_keeps_the_output_and_the_split_parameters_bitwise(tmp_path):
 
 def test_a_failing_rank_stops_every_rank_and_is_reported(tmp_path):
     out = tmp_path / "r.json"
-    done = audit(
+    done = audit_in_process(
         *(
             "parallel --op gate_residual --layout sp_rows --ranks 2 --device cpu "
             "--case 2 --candidate fails_on_rank_1 --candidate diffusers"
@@ -87,7 +87,6 @@ def test_a_failing_rank_stops_every_rank_and_is_reported(tmp_path):
         str(out),
         "-q",
         env={"AUDIT_PLUGINS": "tests.plugins.rank_fails"},
-        timeout=600,
     )
     assert done.returncode == 0, done.stderr
     data = json.loads(out.read_text())
@@ -202,7 +201,7 @@ def test_a_candidate_that_does_not_repeat_itself_is_told_apart_from_sharding(tmp
     comparison of d_gate is marked not repeatable, the single process's own repeats say it, and the
     verdict blames the candidate, not the sharding; diffusers beside it repeats every bit."""
     out = tmp_path / "r.json"
-    done = audit(
+    done = audit_in_process(
         *"parallel --op gate_residual --layout sp_rows --ranks 2 --device cpu --case 2 --repeats 2".split(),
         *"--candidate flaky_gate_grad --candidate diffusers --out".split(),
         str(out),
@@ -265,7 +264,7 @@ def test_rl_kernel_keeps_the_single_process_bits_at_4_and_8_gloo_ranks(tmp_path,
     every tensor, gathered and reduced, bitwise while the naive sums change the table gradients;
     ranks beyond the cores are warned of."""
     out = tmp_path / "r.json"
-    done = audit(
+    done = audit_in_process(
         *f"parallel --op {op} --layout sp_rows --ranks {ranks} --device cpu --case {rows} --repeats 1".split(),
         *"--candidate rl_kernel --out".split(),
         str(out),

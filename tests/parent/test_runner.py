@@ -15,7 +15,7 @@ FAULTY = {"AUDIT_PLUGINS": "tests.plugins.faulty"}
 
 def test_a_crashing_candidate_is_isolated_and_the_report_is_still_written(tmp_path):
     out = tmp_path / "r.json"
-    done = audit(
+    done = audit_in_process(
         *"run --op gate_residual --device cpu --case 2 --case 5 --candidate crashes --candidate raises".split(),
         "--out",
         str(out),
@@ -35,7 +35,7 @@ def test_a_crashing_candidate_is_isolated_and_the_report_is_still_written(tmp_pa
 
 def test_a_hanging_mode_process_times_out_without_ending_the_run(tmp_path):
     out = tmp_path / "r.json"
-    done = audit(
+    done = audit_in_process(
         *"run --op gate_residual --device cpu --case 3 --candidate hangs --timeout 15".split(),
         "--out",
         str(out),
@@ -109,7 +109,7 @@ def test_row_op_with_only_a_library_mode_is_a_usage_error():
 
 def _timestep_mlp(folder, ahead: int) -> dict:
     out = folder / f"ahead{ahead}.json"
-    done = audit(
+    done = audit_in_process(
         "run", "--op", "timestep_mlp", "--case", "1", "--device", "cpu", "--ahead", str(ahead), "--out", str(out), "-q"
     )
     assert done.returncode == 0, done.stderr
@@ -209,7 +209,7 @@ def test_a_mode_whose_inputs_differ_from_plain_modes_is_not_compared():
 
 def test_a_case_a_candidate_refuses_is_unavailable_with_its_reason_and_the_others_run(tmp_path):
     out = tmp_path / "r.json"
-    done = audit(
+    done = audit_in_process(
         *"run --op gate_residual --device cpu --case 2 --case 3 --candidate refuses_big_cases -q --out".split(),
         str(out),
         env={"AUDIT_PLUGINS": "tests.plugins.lifecycle", "LIFECYCLE_DIR": str(tmp_path)},

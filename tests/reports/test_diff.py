@@ -159,14 +159,14 @@ def test_run_checks_the_baseline_before_computing(tmp_path):
 def test_a_run_against_a_baseline_exits_1_on_a_regression_and_prints_the_diff(tmp_path):
     """End to end: the B200 example, with dgate at 257 rows edited to equal, as the baseline of a
     real CPU run whose dgate differs at 257 rows."""
-    from tests.helpers import audit
+    from tests.helpers import audit_in_process
 
     data = copy.deepcopy(load(_seed("h3_bitwise_reuse.gate_residual.json")))
     for cases in _mirrors(data, "diffusers", "rl_kernel"):
         cases["257"]["grads"]["gate"].update(equal=True, differ=0, max_abs=0.0)
     baseline = _write(tmp_path, "baseline.json", data)
     out = tmp_path / "run.json"
-    done = audit(
+    done = audit_in_process(
         *"run --op gate_residual --device cpu --case 257 --candidate diffusers".split(),
         "--out",
         str(out),

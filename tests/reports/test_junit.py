@@ -15,7 +15,7 @@ from reports.diff import gate
 from reports.io import load_each, load_set, parse_report
 from reports.junit import junit_xml
 from reports.kinds import kind_of
-from tests.helpers import FIXTURES, audit
+from tests.helpers import FIXTURES, audit_in_process
 from tests.reports.test_diff import _in_state
 from tests.reports.test_html import EVIDENCE
 
@@ -137,7 +137,7 @@ def test_run_junit_names_the_planted_candidate_and_fails_with_the_gate(tmp_path)
     args = ["run", "--op", "norm_modulate", "--case", "1", "--mode", "plain", "--device", "cpu", "--repeats", "1"]
     args += ["--candidate", "order_follows_batch", "--out", str(tmp_path), "-q"]
     args += ["--fail-on", "differ", "--junit", str(out)]
-    done = audit(*args, env={"AUDIT_PLUGINS": "tests.plugins.planted"}, timeout=300)
+    done = audit_in_process(*args, env={"AUDIT_PLUGINS": "tests.plugins.planted"})
     assert done.returncode == 1, done.stderr[-2000:]
     xml = out.read_text()
     validate(xml)

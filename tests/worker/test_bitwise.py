@@ -1,7 +1,7 @@
 """Repeatability in the bitwise task, end to end in real mode processes on the CPU, and the symmetry
 of its comparison entries."""
 
-from tests.helpers import audit
+from tests.helpers import audit_in_process
 
 from reports.io import load_report
 from reports.bitwise import verdicts as bitwise_verdicts
@@ -11,7 +11,7 @@ FLAKY = {"AUDIT_PLUGINS": "tests.plugins.flaky"}
 
 def test_a_gradient_that_changes_between_runs_is_marked_nondeterministic(tmp_path):
     out = tmp_path / "r.json"
-    done = audit(
+    done = audit_in_process(
         *"run --op gate_residual --device cpu --case 3 --candidate flaky_gate_grad".split(),
         "--out",
         str(out),
@@ -37,7 +37,7 @@ def test_a_gradient_that_changes_between_runs_is_marked_nondeterministic(tmp_pat
 
 def test_repeats_1_turns_the_check_off(tmp_path):
     out = tmp_path / "r.json"
-    done = audit(
+    done = audit_in_process(
         *"run --op gate_residual --device cpu --case 2 --candidate flaky_gate_grad --repeats 1".split(),
         "--out",
         str(out),

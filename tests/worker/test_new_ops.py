@@ -12,7 +12,7 @@ from audit.core.ops import HIDDEN, TIMESTEPS, get_op
 from reports.bitwise import verdicts as bitwise_verdicts
 from reports.io import load_report
 from reports.prior_art import verdicts as prior_art_verdicts
-from tests.helpers import audit
+from tests.helpers import audit_in_process
 
 ROWS = 9
 GRADS = {
@@ -25,7 +25,7 @@ OUT_NUMEL = {"gate_residual_norm_modulate": ROWS * 2 * HIDDEN, "timestep_sinusoi
 
 def _bitwise(tmp_path, op: str):
     out = tmp_path / f"{op}.json"
-    done = audit("run", "--op", op, "--device", "cpu", "--case", str(ROWS), "--out", str(out), "-q")
+    done = audit_in_process("run", "--op", op, "--device", "cpu", "--case", str(ROWS), "--out", str(out), "-q")
     assert done.returncode == 0, done.stderr
     return load_report(out).root
 
@@ -73,7 +73,9 @@ PRIOR_ART = {op: ("diffusers", "rl_kernel") for op in GRADS} | {"final_adaln_out
 @pytest.mark.parametrize("op", sorted(GRADS))
 def test_prior_art_quick_references_batch_invariant(tmp_path, op):
     picked = [arg for name in PRIOR_ART[op] for arg in ("--candidate", name)]
-    done = audit("prior-art", "--op", op, "--device", "cpu", "--quick", *picked, "--out", str(tmp_path), "-q")
+    done = audit_in_process(
+        "prior-art", "--op", op, "--device", "cpu", "--quick", *picked, "--out", str(tmp_path), "-q"
+    )
     assert done.returncode == 0, done.stderr
     report = load_report(tmp_path / f"h3_prior_art.{op}.json").root
     found = {v.candidate: v.verdict for v in prior_art_verdicts(report)}
