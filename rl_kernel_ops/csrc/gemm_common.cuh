@@ -1,4 +1,5 @@
-// Shared pieces of the GEMM ops (timestep_mlp.cu, adaln_projection.cu).
+// Shared pieces of the GEMM ops (timestep_mlp.cu, adaln_projection.cu); reserve_dynamic_smem serves
+// the row ops too.
 //
 // The canonical summation order of every batch-invariant GEMM here ("fixed split-K"):
 //   K is cut into `splits` equal chunks (a constant of the op, never a function of the row count);
