@@ -19,9 +19,10 @@ def load(path: Path) -> dict:
 
 def audit(*args: str, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
     """``audit ARGS`` in a subprocess from the repository, 200 columns wide: for what needs the
-    command's own interpreter (signals, a blocking read under a timeout, another console width, the
-    real start-up) and for plugins that patch the process they are imported into (blunt_comparator,
-    flaky_attention, no_profiler, exits_at_import)."""
+    command's own interpreter (signals, a blocking read under a timeout, another console width, a
+    TMPDIR of its own: ``tempfile`` keeps the directory it found first, the real start-up) and for
+    plugins that patch the process they are imported into (blunt_comparator, flaky_attention,
+    no_profiler, exits_at_import)."""
     return subprocess.run(
         [sys.executable, "-m", "audit", *args],
         cwd=REPO,
