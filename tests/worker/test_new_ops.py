@@ -24,8 +24,10 @@ OUT_NUMEL = {"gate_residual_norm_modulate": ROWS * 2 * HIDDEN, "timestep_sinusoi
 
 
 def _bitwise(tmp_path, op: str):
+    """The bitwise report in plain mode: the tests read only plain mode's comparisons."""
     out = tmp_path / f"{op}.json"
-    done = audit_in_process("run", "--op", op, "--device", "cpu", "--case", str(ROWS), "--out", str(out), "-q")
+    argv = ["run", "--op", op, "--device", "cpu", "--case", str(ROWS), "--mode", "plain", "--out", str(out), "-q"]
+    done = audit_in_process(*argv)
     assert done.returncode == 0, done.stderr
     return load_report(out).root
 
