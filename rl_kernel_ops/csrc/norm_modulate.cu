@@ -477,17 +477,25 @@ at::Tensor norm_modulate_bwd_dx(const at::Tensor& grad, const at::Tensor& x, con
   return dx;
 }
 
-at::Tensor norm_modulate_bwd_partials(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& rstd,
-                                      const at::Tensor& w, const at::Tensor& scale, const at::Tensor& perm,
-                                      const at::Tensor& seg_start, const at::Tensor& tile_start, int64_t tiles,
-                                      int64_t tile_rows) {
+// The checks of a backward that reads the tile plan (the partials kernel and the fused one), and
+// the partials kernel's grid (tile_plan_grid).
+dim3 check_tile_backward(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& rstd, const at::Tensor& w,
+                         const at::Tensor& scale, const at::Tensor& perm, const at::Tensor& seg_start,
+                         const at::Tensor& tile_start, int64_t tiles, int64_t tile_rows) {
   check_common(x, w, scale);
   check_rows_tensor(grad, "grad", 2, at::kBFloat16);
   check_rows_tensor(rstd, "rstd", 1, at::kFloat, false);
   TORCH_CHECK(grad.sizes() == x.sizes() && rstd.size(0) == x.size(0), "norm_modulate backward: shape mismatch");
+  return tile_plan_grid(perm, seg_start, tile_start, x.size(0), scale.size(0), tiles, tile_rows, x.size(1),
+                        "norm_modulate backward");
+}
+
+at::Tensor norm_modulate_bwd_partials(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& rstd,
+                                      const at::Tensor& w, const at::Tensor& scale, const at::Tensor& perm,
+                                      const at::Tensor& seg_start, const at::Tensor& tile_start, int64_t tiles,
+                                      int64_t tile_rows) {
+  const dim3 grid = check_tile_backward(grad, x, rstd, w, scale, perm, seg_start, tile_start, tiles, tile_rows);
   const int64_t cols = x.size(1);
-  const dim3 grid = tile_plan_grid(perm, seg_start, tile_start, x.size(0), scale.size(0), tiles, tile_rows, cols,
-                                   "norm_modulate backward");
   const c10::cuda::CUDAGuard guard(x.device());
   at::Tensor partials = at::empty({3, tiles, cols}, x.options().dtype(at::kFloat));
   norm_modulate_bwd_partials_kernel<<<grid, kColThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
@@ -511,12 +519,7 @@ std::tuple<at::Tensor, at::Tensor> norm_modulate_bwd(const at::Tensor& grad, con
     return {norm_modulate_bwd_dx(grad, x, rstd, w, scale, idx),
             norm_modulate_bwd_partials(grad, x, rstd, w, scale, perm, seg_start, tile_start, tiles, tile_rows)};
   }
-  check_common(x, w, scale);
-  check_rows_tensor(grad, "grad", 2, at::kBFloat16);
-  check_rows_tensor(rstd, "rstd", 1, at::kFloat, false);
-  TORCH_CHECK(grad.sizes() == x.sizes() && rstd.size(0) == x.size(0), "norm_modulate backward: shape mismatch");
-  const dim3 grid = tile_plan_grid(perm, seg_start, tile_start, x.size(0), scale.size(0), tiles, tile_rows, cols,
-                                   "norm_modulate backward");
+  const dim3 grid = check_tile_backward(grad, x, rstd, w, scale, perm, seg_start, tile_start, tiles, tile_rows);
   const c10::cuda::CUDAGuard guard(x.device());
   at::Tensor dx = at::empty_like(x);
   at::Tensor partials = at::empty({3, tiles, cols}, x.options().dtype(at::kFloat));
