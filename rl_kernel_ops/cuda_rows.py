@@ -7,8 +7,8 @@ what). Properties:
   same GPU; the gather forward is a copy; gate_residual's d_res (the upstream gradient itself) and
   d_y are bitwise equal to eager autograd's;
 - row outputs and row gradients come from one row's data with a fixed thread layout: batch-invariant;
-- table and parameter gradients: positions in the order of ``torch.sort(idx, stable=True)`` (one
-  block's counting sort, ``row_sort_plan``, up to 256 table rows and 65536 positions; torch.sort
+- table and parameter gradients: positions in the order of ``torch.sort(idx, stable=True)`` (a
+  counting sort over blocks of 4096 positions, ``row_sort_plan``, up to 256 table rows and 65536 positions; torch.sort
   itself beyond), per-tile FP32 partial sums in sorted order, tiles folded in ascending order, cast
   to BF16 once — deterministic, and no sum uses atomics (the counting sort counts with shared-memory
   atomics, which give the same counts in any order).
@@ -49,9 +49,9 @@ SORT_PLAN_MAX_TABLE_ROWS, SORT_PLAN_MAX_ROWS = 256, 65536
 
 
 def _plan(ops, idx: torch.Tensor, table_rows: int):
-    """Stable sort of the positions by table row and the tile plan of the segmented sums: one
-    block's counting sort in one launch where it fits (row_sort_plan), else torch.sort on narrowed
-    keys and row_segment_plan. Both give the permutation of torch.sort(idx, stable=True)."""
+    """Stable sort of the positions by table row and the tile plan of the segmented sums: a
+    counting sort in two launches where it fits (row_sort_plan), else torch.sort on narrowed keys
+    and row_segment_plan. Both give the permutation of torch.sort(idx, stable=True)."""
     if table_rows <= SORT_PLAN_MAX_TABLE_ROWS and idx.shape[0] <= SORT_PLAN_MAX_ROWS:
         perm, seg_start, tile_start = ops.row_sort_plan(idx, table_rows, TILE_ROWS)
     else:

@@ -9,7 +9,8 @@
 // Ops:
 //   row_sort_plan(idx int64 (S,), segments, tile_rows) -> (perm int64 (S,), seg_start, tile_start)
 //       the stable sort's permutation (torch.sort(idx, stable=True).indices) and the plan below,
-//       by one block's counting sort (segments <= 256, S <= 65536): one launch.
+//       by a counting sort over blocks of 4096 positions (segments <= 256, S <= 65536): two
+//       launches, one counting each block's keys, one scattering.
 //   row_segment_plan(sorted_idx int64 (S,), segments, tile_rows) -> (seg_start, tile_start)
 //       both int32 (segments + 1,): segment k = sorted positions [seg_start[k], seg_start[k+1]),
 //       tiles [tile_start[k], tile_start[k+1]).
@@ -22,7 +23,6 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
-#include "gemm_common.cuh"
 #include "rows_common.cuh"
 
 namespace rlk {
@@ -58,61 +58,94 @@ __global__ void segment_plan_kernel(const int64_t* __restrict__ sorted, int64_t 
 // ---- row_sort_plan ---------------------------------------------------------------------------
 constexpr int kSortThreads = 1024, kSortWarps = kSortThreads / 32;
 constexpr int kSortMaxKeys = 256;       // keys staged as bytes
-constexpr int kSortMaxRows = 65536;     // one block's work stays a few microseconds
+constexpr int kSortMaxRows = 65536;     // at most 16 blocks: a block sums the counts of those before it
+constexpr int kSortBlockRows = 4096;    // positions per block
 constexpr int kSortBatch = 8;           // idx loads issued together
 
-// Warp w owns the positions [w * chunk, (w + 1) * chunk) (chunk a multiple of 32). Pass 1 counts
-// each warp's positions per key; a scan gives key k's first sorted position (seg_start) and warp
-// w's first slot in it (after all smaller keys, and after warps < w within k). Pass 2: each warp
-// walks its positions in rounds of 32 in order; lanes holding the same key take consecutive slots
-// in lane order (__match_any_sync); so every key keeps the positions' order: the stable sort.
-__global__ void __launch_bounds__(kSortThreads)
-    row_sort_plan_kernel(const int64_t* __restrict__ idx, int n, int segments, int tile_rows,
-                         int64_t* __restrict__ perm, int* __restrict__ seg_start, int* __restrict__ tile_start) {
-  __shared__ int next[kSortWarps][kSortMaxKeys];  // counts, then each warp's next slot per key
-  __shared__ int total[kSortMaxKeys];
-  extern __shared__ uint8_t keys[];               // n keys as bytes
+// The positions [begin, end) of one block, warp w owning [begin + w * chunk, begin + (w + 1) *
+// chunk) (chunk a multiple of 32): keys staged as bytes (keys[i - begin]) and each warp's count per
+// key in next[w][k]; returns this warp's positions as (first, end). Every thread of the block calls
+// it (it synchronizes).
+__device__ int2 count_keys_by_warp(const int64_t* __restrict__ idx, int begin, int end, int (*next)[kSortMaxKeys],
+                                   uint8_t* keys) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int i = threadIdx.x; i < kSortWarps * kSortMaxKeys; i += kSortThreads) (&next[0][0])[i] = 0;
   __syncthreads();
-  const int chunk = ((n + kSortWarps - 1) / kSortWarps + 31) / 32 * 32;
-  const int begin = min(n, warp * chunk), end = min(n, begin + chunk);
-  for (int i0 = begin; i0 < end; i0 += 32 * kSortBatch) {
+  const int chunk = ((end - begin + kSortWarps - 1) / kSortWarps + 31) / 32 * 32;
+  const int warp_begin = min(end, begin + warp * chunk), warp_end = min(end, warp_begin + chunk);
+  for (int i0 = warp_begin; i0 < warp_end; i0 += 32 * kSortBatch) {
     int64_t k[kSortBatch];
 #pragma unroll
     for (int b = 0; b < kSortBatch; ++b) {
       const int i = i0 + b * 32 + lane;
-      k[b] = i < end ? idx[i] : -1;
+      k[b] = i < warp_end ? idx[i] : -1;
     }
 #pragma unroll
     for (int b = 0; b < kSortBatch; ++b) {
       if (k[b] >= 0) {
-        keys[i0 + b * 32 + lane] = static_cast<uint8_t>(k[b]);
+        keys[i0 + b * 32 + lane - begin] = static_cast<uint8_t>(k[b]);
         atomicAdd(&next[warp][k[b]], 1);
       }
     }
   }
   __syncthreads();
+  return make_int2(warp_begin, warp_end);
+}
+
+// Block b counts the keys of positions [b * kSortBlockRows, (b + 1) * kSortBlockRows):
+// block_counts[b * segments + k].
+__global__ void __launch_bounds__(kSortThreads)
+    sort_count_kernel(const int64_t* __restrict__ idx, int n, int segments, int* __restrict__ block_counts) {
+  __shared__ int next[kSortWarps][kSortMaxKeys];
+  __shared__ uint8_t keys[kSortBlockRows];
+  const int begin = blockIdx.x * kSortBlockRows, end = min(n, begin + kSortBlockRows);
+  count_keys_by_warp(idx, begin, end, next, keys);
   for (int k = threadIdx.x; k < segments; k += kSortThreads) {
     int sum = 0;
     for (int w = 0; w < kSortWarps; ++w) sum += next[w][k];
-    total[k] = sum;
+    block_counts[blockIdx.x * segments + k] = sum;
+  }
+}
+
+// The stable counting sort's scatter, block b over the same positions as in sort_count_kernel.
+// Key k's first sorted position is the count of all smaller keys (seg_start, written by block 0
+// with the tile plan); block b's first slot in it follows the key's positions in blocks < b, and
+// warp w's the block's positions in warps < w. Each warp then walks its positions in rounds of 32
+// in order; lanes holding the same key take consecutive slots in lane order (__match_any_sync); so
+// every key keeps the positions' order: the stable sort.
+__global__ void __launch_bounds__(kSortThreads)
+    sort_scatter_kernel(const int64_t* __restrict__ idx, int n, int segments, int tile_rows,
+                        const int* __restrict__ block_counts, int blocks, int64_t* __restrict__ perm,
+                        int* __restrict__ seg_start, int* __restrict__ tile_start) {
+  __shared__ int next[kSortWarps][kSortMaxKeys];  // counts, then each warp's next slot per key
+  __shared__ int first[kSortMaxKeys];             // key k's total, then this block's first slot for k
+  __shared__ uint8_t keys[kSortBlockRows];
+  const int begin = blockIdx.x * kSortBlockRows, end = min(n, begin + kSortBlockRows);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int2 mine = count_keys_by_warp(idx, begin, end, next, keys);
+  for (int k = threadIdx.x; k < segments; k += kSortThreads) {
+    int total = 0;
+    for (int b = 0; b < blocks; ++b) total += block_counts[b * segments + k];
+    first[k] = total;
   }
   __syncthreads();
   if (threadIdx.x == 0) {  // at most 256 keys: one thread's scan
     int pos = 0;
     for (int k = 0; k < segments; ++k) {
-      seg_start[k] = pos;
-      const int t = total[k];
-      total[k] = pos;
+      const int t = first[k];
+      first[k] = pos;
       pos += t;
     }
-    seg_start[segments] = pos;
-    write_tile_starts(seg_start, segments, tile_rows, tile_start);
+    if (blockIdx.x == 0) {
+      for (int k = 0; k < segments; ++k) seg_start[k] = first[k];
+      seg_start[segments] = pos;
+      write_tile_starts(seg_start, segments, tile_rows, tile_start);
+    }
   }
   __syncthreads();
   for (int k = threadIdx.x; k < segments; k += kSortThreads) {
-    int slot = total[k];
+    int slot = first[k];
+    for (int b = 0; b < blockIdx.x; ++b) slot += block_counts[b * segments + k];
     for (int w = 0; w < kSortWarps; ++w) {
       const int c = next[w][k];
       next[w][k] = slot;
@@ -120,9 +153,9 @@ __global__ void __launch_bounds__(kSortThreads)
     }
   }
   __syncthreads();
-  for (int i0 = begin; i0 < end; i0 += 32) {
+  for (int i0 = mine.x; i0 < mine.y; i0 += 32) {
     const int i = i0 + lane;
-    const int key = i < end ? keys[i] : -1;
+    const int key = i < mine.y ? keys[i - begin] : -1;
     const unsigned peers = __match_any_sync(0xffffffffu, key);
     const int slot = key >= 0 ? next[warp][key] : 0;
     __syncwarp();
@@ -134,7 +167,7 @@ __global__ void __launch_bounds__(kSortThreads)
   }
 }
 
-constexpr int kFoldBatch = 8;  // loads issued together; the adds stay in ascending tile order
+constexpr int kFoldBatch = 16;  // loads issued together; the adds stay in ascending tile order
 
 __global__ void segment_fold_kernel(const float* __restrict__ partials, int64_t tiles,
                                     const int* __restrict__ tile_start, int segments, int64_t cols,
@@ -146,16 +179,18 @@ __global__ void segment_fold_kernel(const float* __restrict__ partials, int64_t 
   const int t0 = tile_start == nullptr ? 0 : tile_start[k];
   const int t1 = tile_start == nullptr ? static_cast<int>(tiles) : tile_start[k + 1];
   const float* p = partials + static_cast<int64_t>(q) * tiles * cols + col;
+  // Every batch, the last one too, issues all its loads before its adds (a tile past t1 loads
+  // the last tile again and is not added), so a thread waits for memory once per batch.
   float acc = 0.f;
-  int t = t0;
-  for (; t + kFoldBatch <= t1; t += kFoldBatch) {
+  for (int t = t0; t < t1; t += kFoldBatch) {
     float v[kFoldBatch];
 #pragma unroll
-    for (int j = 0; j < kFoldBatch; ++j) v[j] = p[static_cast<int64_t>(t + j) * cols];
+    for (int j = 0; j < kFoldBatch; ++j) v[j] = p[static_cast<int64_t>(min(t + j, t1 - 1)) * cols];
 #pragma unroll
-    for (int j = 0; j < kFoldBatch; ++j) acc = __fadd_rn(acc, v[j]);
+    for (int j = 0; j < kFoldBatch; ++j) {
+      if (t + j < t1) acc = __fadd_rn(acc, v[j]);
+    }
   }
-  for (; t < t1; ++t) acc = __fadd_rn(acc, p[static_cast<int64_t>(t) * cols]);
   out[(static_cast<int64_t>(q) * segments + k) * cols + col] = acc;
 }
 
@@ -172,10 +207,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> row_sort_plan(const at::Tensor& i
   at::Tensor seg_start = at::empty({segments + 1}, opts);
   at::Tensor tile_start = at::empty({segments + 1}, opts);
   const int n = static_cast<int>(idx.numel());
-  reserve_dynamic_smem<row_sort_plan_kernel>(kSortMaxRows, "row_sort_plan");
-  row_sort_plan_kernel<<<1, kSortThreads, n, c10::cuda::getCurrentCUDAStream()>>>(
-      idx.data_ptr<int64_t>(), n, static_cast<int>(segments), static_cast<int>(tile_rows), perm.data_ptr<int64_t>(),
-      seg_start.data_ptr<int>(), tile_start.data_ptr<int>());
+  const int blocks = std::max(1, (n + kSortBlockRows - 1) / kSortBlockRows);
+  at::Tensor block_counts = at::empty({blocks, segments}, opts);
+  const auto stream = c10::cuda::getCurrentCUDAStream();
+  sort_count_kernel<<<blocks, kSortThreads, 0, stream>>>(idx.data_ptr<int64_t>(), n, static_cast<int>(segments),
+                                                         block_counts.data_ptr<int>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  sort_scatter_kernel<<<blocks, kSortThreads, 0, stream>>>(
+      idx.data_ptr<int64_t>(), n, static_cast<int>(segments), static_cast<int>(tile_rows),
+      block_counts.data_ptr<int>(), blocks, perm.data_ptr<int64_t>(), seg_start.data_ptr<int>(),
+      tile_start.data_ptr<int>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {perm, seg_start, tile_start};
 }
