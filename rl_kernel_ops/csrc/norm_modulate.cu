@@ -6,7 +6,8 @@
 //     t, t + 128, ... and adds their squares in order, then block_sum_torch_order; mean = sum / H;
 //     rstd = rsqrtf(mean + eps) (torch: c10::cuda::compat::rsqrt, i.e. rsqrtf);
 //   - n = bf16(w * (rstd * x)) in FP32 (torch's kernel writes gamma * (rstd * x) rounded once);
-//   - p = bf16(1 + scale[i]); m = bf16(n * p); out = bf16(m + shift[i]) — one rounding per eager op.
+//   - p = bf16(1 + scale[i]) (torch's add over the table, once per table row); m = bf16(n * p);
+//     out = bf16(m + shift[i]) — one rounding per eager op.
 // The per-row rstd (FP32) is returned for the backward.
 //
 // Backward, with a = w * (g * p) (exact in FP32: a product of three BF16 values) and
@@ -30,11 +31,21 @@
 namespace rlk {
 namespace {
 
-// NV = most 4-element vectors one thread keeps in registers (H <= NV * 128 * 4).
+// Rounds two FP32 values to BF16 and widens them back with one conversion instruction: the bits
+// of round_bf16 on each.
+__device__ __forceinline__ void round_bf16_pair(float& a, float& b) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);  // a in the low half
+  const uint32_t u = *reinterpret_cast<const uint32_t*>(&h);
+  a = __uint_as_float(u << 16);
+  b = __uint_as_float(u & 0xffff0000u);
+}
+
+// NV = most 4-element vectors one thread keeps in registers (H <= NV * 128 * 4). `mod` is the
+// table bf16(1 + scale) (norm_modulate_fwd makes it with torch's add: the same rounding).
 template <int NV>
 __global__ void __launch_bounds__(kRowThreads)
     norm_modulate_fwd_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w,
-                             const uint16_t* __restrict__ shift, const uint16_t* __restrict__ scale,
+                             const uint16_t* __restrict__ shift, const uint16_t* __restrict__ mod,
                              const int64_t* __restrict__ idx, int64_t cols, float eps,
                              uint16_t* __restrict__ out, float* __restrict__ rstd_out) {
   __shared__ float red[4];
@@ -61,24 +72,27 @@ __global__ void __launch_bounds__(kRowThreads)
 
   const uint2* wv = reinterpret_cast<const uint2*>(w);
   const uint2* sh = reinterpret_cast<const uint2*>(shift + t * cols);
-  const uint2* sc = reinterpret_cast<const uint2*>(scale + t * cols);
+  const uint2* pm = reinterpret_cast<const uint2*>(mod + t * cols);
   uint2* o = reinterpret_cast<uint2*>(out + row * cols);
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
     const int i = threadIdx.x + k * kRowThreads;
     if (i < nvec) {
-      float xf[4], wf[4], shf[4], scf[4], y[4];
+      float xf[4], wf[4], shf[4], pf[4], n[4], y[4];
       unpack4(xv[k], xf);
       unpack4(__ldg(wv + i), wf);
       unpack4(__ldg(sh + i), shf);
-      unpack4(__ldg(sc + i), scf);
+      unpack4(__ldg(pm + i), pf);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float n = round_bf16(__fmul_rn(wf[e], __fmul_rn(r, xf[e])));
-        const float p = round_bf16(__fadd_rn(1.f, scf[e]));
-        const float m = round_bf16(__fmul_rn(n, p));
-        y[e] = __fadd_rn(m, shf[e]);
-      }
+      for (int e = 0; e < 4; ++e) n[e] = __fmul_rn(wf[e], __fmul_rn(r, xf[e]));
+      round_bf16_pair(n[0], n[1]);
+      round_bf16_pair(n[2], n[3]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) y[e] = __fmul_rn(n[e], pf[e]);
+      round_bf16_pair(y[0], y[1]);
+      round_bf16_pair(y[2], y[3]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) y[e] = __fadd_rn(y[e], shf[e]);
       o[i] = pack4(y);
     }
   }
@@ -158,16 +172,21 @@ constexpr int kRowBatch = 4;  // rows whose loads are issued together in the til
 // are that vector's w and bf16(1 + scale) of the tile's table row.
 __device__ __forceinline__ void add_row_partials8(uint4 g, uint4 x, float r, const float wf[8], const float p[8],
                                                   float s_shift[8], float s_scale[8], float s_w[8]) {
-  float gf[8], xf[8];
+  float gf[8], xf[8], xhat[8], n[8];
   unpack8(g, gf);
   unpack8(x, xf);
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
-    const float xhat = __fmul_rn(r, xf[e]);
-    const float n = round_bf16(__fmul_rn(wf[e], xhat));
+    xhat[e] = __fmul_rn(r, xf[e]);
+    n[e] = __fmul_rn(wf[e], xhat[e]);
+  }
+#pragma unroll
+  for (int e = 0; e < 8; e += 2) round_bf16_pair(n[e], n[e + 1]);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
     s_shift[e] = __fadd_rn(s_shift[e], gf[e]);
-    s_scale[e] = __fadd_rn(s_scale[e], __fmul_rn(gf[e], n));
-    s_w[e] = __fadd_rn(s_w[e], __fmul_rn(__fmul_rn(gf[e], p[e]), xhat));
+    s_scale[e] = __fadd_rn(s_scale[e], __fmul_rn(gf[e], n[e]));
+    s_w[e] = __fadd_rn(s_w[e], __fmul_rn(__fmul_rn(gf[e], p[e]), xhat[e]));
   }
 }
 
@@ -413,10 +432,10 @@ void dispatch_nv(int64_t cols, Args&&... args) {
 template <int NV>
 struct FwdLaunch {
   static void run(int64_t rows, const at::Tensor& x, const at::Tensor& w, const at::Tensor& shift,
-                  const at::Tensor& scale, const at::Tensor& idx, float eps, at::Tensor& out, at::Tensor& rstd) {
+                  const at::Tensor& mod, const at::Tensor& idx, float eps, at::Tensor& out, at::Tensor& rstd) {
     norm_modulate_fwd_kernel<NV><<<static_cast<unsigned>(rows), kRowThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
         reinterpret_cast<const uint16_t*>(x.data_ptr()), reinterpret_cast<const uint16_t*>(w.data_ptr()),
-        reinterpret_cast<const uint16_t*>(shift.data_ptr()), reinterpret_cast<const uint16_t*>(scale.data_ptr()),
+        reinterpret_cast<const uint16_t*>(shift.data_ptr()), reinterpret_cast<const uint16_t*>(mod.data_ptr()),
         idx.data_ptr<int64_t>(), x.size(1), eps, reinterpret_cast<uint16_t*>(out.data_ptr()),
         rstd.data_ptr<float>());
   }
@@ -455,7 +474,8 @@ std::tuple<at::Tensor, at::Tensor> norm_modulate_fwd(const at::Tensor& x, const 
   at::Tensor out = at::empty_like(x);
   at::Tensor rstd = at::empty({rows}, x.options().dtype(at::kFloat));
   if (rows == 0) return {out, rstd};
-  dispatch_nv<FwdLaunch, 4>(x.size(1), rows, x, w, shift, scale, idx, static_cast<float>(eps), out, rstd);
+  const at::Tensor mod = scale.add(1.0);  // bf16(1 + scale), eager's own rounding, once per table row
+  dispatch_nv<FwdLaunch, 4>(x.size(1), rows, x, w, shift, mod, idx, static_cast<float>(eps), out, rstd);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {out, rstd};
 }
