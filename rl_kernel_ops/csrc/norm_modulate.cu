@@ -251,23 +251,27 @@ __global__ void __launch_bounds__(kColThreads)
 
 // ---- fused backward ----------------------------------------------------------------------------
 // One block per tile of the plan and one thread per 8-column vector (blockDim = the row's vectors
-// rounded up to whole warps). The tile's rows stream, in sorted order, through a ring of `depth`
-// shared-memory slots (a grad row, then an x row), each filled by two bulk copies and guarded by a
-// "full" mbarrier (bytes) and an "empty" one (one arrival per warp). For every row:
+// rounded up to whole warps, at least 128). The tile's rows stream, in sorted order, through a ring
+// of `depth` shared-memory slots (a grad row, then an x row), each filled by two bulk copies and
+// guarded by a "full" mbarrier (bytes) and an "empty" one (one arrival per warp). For every row:
 //   - every thread adds the row's terms to its vector's three partial sums (add_row_partials8, the
 //     order of norm_modulate_bwd_partials_kernel);
-//   - warp j % warps computes the row's dx alone: lane l plays the 4 threads l + 32q of the split
-//     kernel's 128 (q = 0..3), each with its own FP32 chain over vectors l + 32q + 128k, ascending,
-//     then the 4 warp trees and (w0 + w2) + (w1 + w3) of block_sum_torch_order; so dx has the
-//     split kernel's bits without a block-wide barrier;
-//   - after its arrival on "empty", that dx warp refills the slot with row j + depth.
+//   - quad j % quads (warps 4u .. 4u + 3; a warp past the last whole quad only adds partials)
+//     computes the row's dx: its warp q plays the split kernel's warp q, lane l the thread 32q + l
+//     with its FP32 chain over vectors 32q + l + 128k, ascending, then the warp tree; the 4 warp
+//     sums meet in shared memory behind the quad's named barrier and add as (w0 + w2) + (w1 + w3),
+//     block_sum_torch_order's tree; so dx has the split kernel's bits without a block-wide barrier;
+//   - after its arrival on "empty", the quad's warp 0 refills the slot with row j + depth.
 constexpr int kFusedMaxThreads = 768;         // H <= 6144: one 8-column vector per thread
 constexpr int kFusedMaxDepth = 8;
 constexpr int kFusedSmemLimit = 227 * 1024;   // sm_90's opt-in shared memory per block
 
-// Shared memory of the fused kernel: the ring, w and p rows, the tile's rows and rstd, mbarriers.
+constexpr int kFusedMaxQuads = kFusedMaxThreads / 128;
+
+// Shared memory of the fused kernel: the ring, w and p rows, the tile's rows and rstd, mbarriers,
+// and two sets of 4 warp sums per quad.
 inline int64_t fused_smem_bytes(int64_t cols, int depth) {
-  return (depth + 1) * 4 * cols + kMaxTileRows * (8 + 4) + 2 * depth * 8;
+  return (depth + 1) * 4 * cols + kMaxTileRows * (8 + 4) + 2 * depth * 8 + kFusedMaxQuads * 2 * 4 * 4;
 }
 
 // Ring depth for rows of `cols` columns: the most slots (at most kFusedMaxDepth) that fit; 0 where
@@ -279,41 +283,33 @@ inline int fused_depth(int64_t cols) {
   return depth >= 2 ? depth : 0;
 }
 
-// dx of one row by one warp (see above); rows in shared memory, w and p as BF16 vectors.
-__device__ __forceinline__ void dx_row_by_warp(const uint4* g_row, const uint4* x_row, const uint4* w_s,
-                                               const uint4* p_s, int nvec, int64_t cols, float r, int lane,
-                                               uint4* __restrict__ out) {
+// dx of one row by the 4 warps of a quad (see above): warp q keeps the chain of the split kernel's
+// threads 32q + lane, over vectors 32q + lane + 128k, ascending, and its warp tree; `sums` (4 floats
+// of shared memory) gathers the four warp sums behind named barrier `bar` of the quad's 128 threads.
+// Rows in shared memory, w and p as BF16 vectors.
+__device__ __forceinline__ void dx_row_by_quad(const uint4* g_row, const uint4* x_row, const uint4* w_s,
+                                               const uint4* p_s, int nvec, int64_t cols, float r, int q, int lane,
+                                               float* sums, int bar, uint4* __restrict__ out) {
   const auto unpack_terms = [&](int i, float gf[8], float xf[8], float wf[8], float pf[8]) {
     unpack8(g_row[i], gf);
     unpack8(x_row[i], xf);
     unpack8(w_s[i], wf);
     unpack8(p_s[i], pf);
   };
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  for (int base = 0; base < nvec; base += 4 * 32) {
+  float acc = 0.f;
+  for (int i = 32 * q + lane; i < nvec; i += 128) {
+    float gf[8], xf[8], wf[8], pf[8];
+    unpack_terms(i, gf, xf, wf, pf);
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int i = base + 32 * q + lane;
-      if (i < nvec) {
-        float gf[8], xf[8], wf[8], pf[8];
-        unpack_terms(i, gf, xf, wf, pf);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          acc[q] = __fadd_rn(acc[q], __fmul_rn(__fmul_rn(wf[e], __fmul_rn(gf[e], pf[e])), xf[e]));
-        }
-      }
-    }
+    for (int e = 0; e < 8; ++e) acc = __fadd_rn(acc, __fmul_rn(__fmul_rn(wf[e], __fmul_rn(gf[e], pf[e])), xf[e]));
   }
 #pragma unroll
-  for (int q = 0; q < 4; ++q) {
-#pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) {
-      acc[q] = __fadd_rn(acc[q], __shfl_down_sync(0xffffffffu, acc[q], offset));
-    }
-  }
-  const float s = __shfl_sync(0xffffffffu, __fadd_rn(__fadd_rn(acc[0], acc[2]), __fadd_rn(acc[1], acc[3])), 0);
+  for (int offset = 16; offset > 0; offset >>= 1) acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, offset));
+  if (lane == 0) sums[q] = acc;
+  sm90::named_barrier(bar, 128);
+  const float s = __fadd_rn(__fadd_rn(sums[0], sums[2]), __fadd_rn(sums[1], sums[3]));
   const float c = __fdiv_rn(__fmul_rn(__fmul_rn(__fmul_rn(r, r), r), s), static_cast<float>(cols));
-  for (int i = lane; i < nvec; i += 32) {
+  for (int i = 32 * q + lane; i < nvec; i += 128) {
     float gf[8], xf[8], wf[8], pf[8], d[8];
     unpack_terms(i, gf, xf, wf, pf);
 #pragma unroll
@@ -344,8 +340,10 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1)
   float* rstd_s = reinterpret_cast<float*>(rows_s + kMaxTileRows);
   uint64_t* full = reinterpret_cast<uint64_t*>(rstd_s + kMaxTileRows);
   uint64_t* empty = full + depth;
+  float* quad_sums = reinterpret_cast<float*>(empty + depth);  // [quad][2][4]
   const int count = tr.end - tr.begin;
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int quads = warps / 4, quad = warp / 4, q = warp % 4;
   const auto load_row = [&](int64_t r, int slot) {  // original row r into ring slot `slot`
     uint8_t* dst = ring + slot * 2 * row_bytes;
     uint64_t* bar = &full[slot];
@@ -385,23 +383,26 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1)
 #pragma unroll
   for (int e = 0; e < 8; ++e) s_shift[e] = s_scale[e] = s_w[e] = 0.f;
   // Row j sits in slot j % depth, in the slot's (j / depth)-th use (parity), and its dx belongs to
-  // warp j % warps; all three are kept as counters (no division per row).
-  int slot = 0, dx_warp_of_row = 0;
+  // quad j % quads; all three are kept as counters (no division per row). A quad's dx rows use its
+  // two sets of warp sums in turn (`sums_set`): a warp writes a set again only after the quad's
+  // next barrier, which its partners reach after reading that set.
+  int slot = 0, dx_quad_of_row = 0, sums_set = 0;
   uint32_t parity = 0;
   for (int j = 0; j < count; ++j) {
     sm90::mbar_wait(&full[slot], parity);
     const uint4* g_row = reinterpret_cast<const uint4*>(ring + slot * 2 * row_bytes);
     const uint4* x_row = reinterpret_cast<const uint4*>(ring + slot * 2 * row_bytes + row_bytes);
     if (v < nvec) add_row_partials8(g_row[v], x_row[v], rstd_s[j], wf, p, s_shift, s_scale, s_w);
-    const bool dx_warp = dx_warp_of_row == warp;
-    if (dx_warp) {
-      dx_row_by_warp(g_row, x_row, w_s, p_s, nvec, cols, rstd_s[j], lane,
-                     reinterpret_cast<uint4*>(dx + rows_s[j] * cols));
+    const bool dx_quad = dx_quad_of_row == quad;
+    if (dx_quad) {
+      dx_row_by_quad(g_row, x_row, w_s, p_s, nvec, cols, rstd_s[j], q, lane, quad_sums + (quad * 2 + sums_set) * 4,
+                     1 + quad, reinterpret_cast<uint4*>(dx + rows_s[j] * cols));
+      sums_set ^= 1;
     }
     __syncwarp();
     if (lane == 0) {
       sm90::mbar_arrive(&empty[slot]);
-      if (dx_warp && j + depth < count) {
+      if (dx_quad && q == 0 && j + depth < count) {
         sm90::mbar_wait(&empty[slot], parity);
         load_row(rows_s[j + depth], slot);
       }
@@ -410,7 +411,7 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1)
       slot = 0;
       parity ^= 1;
     }
-    if (++dx_warp_of_row == warps) dx_warp_of_row = 0;
+    if (++dx_quad_of_row == quads) dx_quad_of_row = 0;
   }
   if (v < nvec) store_partials8(partials, tiles, cols, blockIdx.x, v, s_shift, s_scale, s_w);
 }
@@ -545,7 +546,7 @@ std::tuple<at::Tensor, at::Tensor> norm_modulate_bwd(const at::Tensor& grad, con
   at::Tensor partials = at::empty({3, tiles, cols}, x.options().dtype(at::kFloat));
   const int64_t smem = fused_smem_bytes(cols, depth);
   reserve_dynamic_smem<norm_modulate_bwd_kernel>(kFusedSmemLimit, "norm_modulate backward");
-  const int threads = (static_cast<int>(cols / 8) + 31) / 32 * 32;
+  const int threads = std::max(128, (static_cast<int>(cols / 8) + 31) / 32 * 32);
   norm_modulate_bwd_kernel<<<grid.x, threads, smem, c10::cuda::getCurrentCUDAStream()>>>(
       reinterpret_cast<const uint16_t*>(grad.data_ptr()), reinterpret_cast<const uint16_t*>(x.data_ptr()),
       rstd.data_ptr<float>(), reinterpret_cast<const uint16_t*>(w.data_ptr()),
