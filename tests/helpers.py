@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -19,10 +20,9 @@ def load(path: Path) -> dict:
 
 def audit(*args: str, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
     """``audit ARGS`` in a subprocess from the repository, 200 columns wide: for what needs the
-    command's own interpreter (signals, a blocking read under a timeout, another console width, a
-    TMPDIR of its own: ``tempfile`` keeps the directory it found first, the real start-up) and for
-    plugins that patch the process they are imported into (blunt_comparator, flaky_attention,
-    no_profiler, exits_at_import)."""
+    command's own interpreter (signals, a blocking read under a timeout, another console width, the
+    real start-up) and for plugins that patch the process they are imported into (blunt_comparator,
+    flaky_attention, no_profiler, exits_at_import)."""
     return subprocess.run(
         [sys.executable, "-m", "audit", *args],
         cwd=REPO,
@@ -42,9 +42,11 @@ def audit_in_process(*args: str, env: dict | None = None) -> subprocess.Complete
     answer is what ``audit`` gives: the exit status, stdout and stderr. The $AUDIT_PLUGINS modules
     in ``env`` register into a copy of the candidate registry that holds none of their candidates
     (a test may have imported one here), dropped afterwards, so other tests' in-process runs do not
-    plan candidates their workers would not know. A plugin that patches the process it is imported
-    into would stay in this one: those run through ``audit``. An exception the command does not
-    turn into an exit status is raised again."""
+    plan candidates their workers would not know. A TMPDIR in ``env`` is the command's temporary
+    directory, as in a process of its own (``tempfile`` forgets the directory it found while the
+    command runs). A plugin that patches the process it is imported into would stay in this one:
+    those run through ``audit``. An exception the command does not turn into an exit status is
+    raised again."""
     from typer.testing import CliRunner
 
     from audit.cli import app
@@ -63,8 +65,10 @@ def audit_in_process(*args: str, env: dict | None = None) -> subprocess.Complete
         for name in plugins:
             sys.modules.pop(name, None)  # imported afresh, they register into the copy
         os.chdir(REPO)
+        tempfile.tempdir = None
         done = CliRunner().invoke(app, list(args), env={"COLUMNS": "200", **(env or {})})
     finally:
+        tempfile.tempdir = None
         os.chdir(cwd)
         candidates._REGISTRY = registry
         for name in plugins:

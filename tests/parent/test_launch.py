@@ -1,6 +1,7 @@
 """Every worker process starts through one launcher (``audit.parent.launch``), so ``run``,
 ``prior-art``, ``chain``, ``trajectory`` and ``parallel`` stop, clean up, record variables and word an ending the
-same way. Each test runs the real command line with real worker processes and real signals."""
+same way. Each test runs the real command with real worker processes: as a process of its own where
+it is sent a real signal, else in this process (``audit_in_process``)."""
 
 import json
 import os
@@ -41,6 +42,15 @@ def start(
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # Ctrl-C as a terminal delivers it
     )
+
+
+def run_here(command: str, candidate: str, folder: Path, *extra: str, env: dict | None = None):
+    """What ``start`` runs, run to its end with this process as the command's own
+    (``audit_in_process``): for tests that send the command no signal."""
+    (folder / "tmp").mkdir(exist_ok=True)
+    argv = [*COMMANDS[command].format(c=candidate).split(), "--device", "cpu", *extra]
+    variables = {**PLUGIN, "TMPDIR": str(folder / "tmp"), "LIFECYCLE_DIR": str(folder), **(env or {})}
+    return audit_in_process(*argv, "--out", str(folder / "out"), "-q", env=variables)
 
 
 def hanging_pids(proc: subprocess.Popen, folder: Path, count: int = 1, deadline_s: float = 120) -> list[int]:
@@ -113,9 +123,8 @@ def test_a_signal_also_stops_the_workers_waiting_for_their_turn(tmp_path):
 def test_a_deadline_kills_the_whole_tree_and_is_worded_one_way(tmp_path, command):
     """The deadline may come before or after the worker reaches the hanging candidate (a loaded
     machine starts slowly): either way the report says so in one wording, and nothing is left."""
-    proc = start(command, "leaves_a_child", tmp_path, "--timeout", "4")
-    _, stderr = proc.communicate(timeout=240)
-    assert proc.returncode == 0, stderr
+    done = run_here(command, "leaves_a_child", tmp_path, "--timeout", "4")
+    assert done.returncode == 0, done.stderr
     report = json.loads(next((tmp_path / "out").glob("*.json")).read_text())
     assert "timed out after 4 s" in json.dumps(report["results"])
     pids = [int(p) for f in tmp_path.glob("pids-*") for p in f.read_text().split()]
@@ -158,9 +167,8 @@ def test_a_shell_numerics_variable_is_stripped_or_inherited_and_what_a_worker_se
         "PYTHONHASHSEED": "7",
         "TRITON_F32_DEFAULT": "ieee",
     }
-    proc = start(command, "sees", tmp_path, "--inherit-env", "CUBLAS_WORKSPACE_CONFIG", env=shell)
-    _, stderr = proc.communicate(timeout=300)
-    assert proc.returncode == 0, stderr
+    done = run_here(command, "sees", tmp_path, "--inherit-env", "CUBLAS_WORKSPACE_CONFIG", env=shell)
+    assert done.returncode == 0, done.stderr
     seen = [json.loads(f.read_text()) for f in tmp_path.glob("seen-*.json")]
     assert seen, "the candidate never ran"
     recorded = json.loads(next((tmp_path / "out").glob("*.json")).read_text())["environment"]["mode_environment"]
