@@ -23,6 +23,7 @@ from __future__ import annotations
 import torch
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+_SIGNED = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 _CHUNK = 1 << 26  # elements per step: bounds the float64 temporaries
 HIST_TOP = 20  # the last finite bucket ends at 2**HIST_TOP ulp
 INT64_MAX = torch.iinfo(torch.int64).max
@@ -41,25 +42,21 @@ def hist_labels() -> list[str]:
 
 def ordered_bits(t: torch.Tensor) -> torch.Tensor:
     """Float bits as integer keys whose order is the numbers' order: +x maps to its magnitude bits,
-    -x to ``-magnitude - 1`` (so -0.0 is -1, +0.0 is 0); int32 for 16-bit floats, int64 otherwise."""
+    -x to ``-magnitude - 1`` (so -0.0 is -1, +0.0 is 0), in the bits' own width: flipping a
+    negative pattern's magnitude bits gives exactly that."""
     width = 8 * t.element_size()
-    bits = bit_patterns(t).to(torch.int32 if width <= 16 else torch.int64)
-    if width < 64:
-        bits = bits & ((1 << width) - 1)  # the unsigned pattern
-        sign = bits >> (width - 1)
-        magnitude = bits & ((1 << (width - 1)) - 1)
-    else:
-        sign = (bits < 0).to(torch.int64)
-        magnitude = bits & INT64_MAX
-    return torch.where(sign.bool(), -magnitude - 1, magnitude)
+    bits = t.view(_SIGNED[t.element_size()])
+    return bits ^ ((bits >> (width - 1)) & ((1 << (width - 1)) - 1))
 
 
 def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """|key(a) - key(b)| per element as int64, saturated at INT64_MAX (only float64 values of
-    opposite sign and huge magnitude can get there)."""
+    """|key(a) - key(b)| per element, saturated at INT64_MAX (only float64 values of opposite sign
+    and huge magnitude can get there): int32 for 16-bit floats (at most 2**16), int64 otherwise."""
     ka, kb = ordered_bits(a), ordered_bits(b)
-    if ka.dtype == torch.int32:  # 16-bit keys: the distance fits in 17 bits
-        return (ka - kb).abs().to(torch.int64)
+    if ka.element_size() <= 2:
+        return (ka.to(torch.int32) - kb.to(torch.int32)).abs()
+    if ka.element_size() == 4:
+        return (ka.to(torch.int64) - kb.to(torch.int64)).abs()
     hi, lo = torch.maximum(ka, kb), torch.minimum(ka, kb)
     # hi - lo overflows only when hi >= 0 > lo and hi > INT64_MAX + lo
     overflow = (lo < 0) & (hi > INT64_MAX + lo)
@@ -71,7 +68,7 @@ _BOUNDS = torch.tensor([2**k for k in range(HIST_TOP + 1)])  # bucket k holds (2
 
 def _bucket(distance: torch.Tensor) -> torch.Tensor:
     """Bucket index per distance >= 1: ceil(log2(d)), HIST_TOP + 1 for d > 2**HIST_TOP."""
-    return torch.bucketize(distance, _BOUNDS.to(distance.device))
+    return torch.bucketize(distance, _BOUNDS.to(distance.device, distance.dtype))
 
 
 class _Where:
@@ -83,11 +80,11 @@ class _Where:
         self.ulp_max: int | None = None
         self.hist = [0] * (HIST_TOP + 3)
 
-    def add(self, first: int, da: torch.Tensor, db: torch.Tensor) -> None:
-        """One chunk's differing elements ``da``, ``db`` (at least one), the first at flat index ``first``."""
+    def add(self, first: int, da: torch.Tensor, db: torch.Tensor, finite: torch.Tensor) -> None:
+        """One chunk's differing elements ``da``, ``db`` (at least one), the first at flat index
+        ``first``; ``finite`` marks those finite on both sides."""
         if self.first is None:
             self.first = first
-        finite = torch.isfinite(da) & torch.isfinite(db)
         both = int(finite.sum())
         self.hist[-1] += da.numel() - both
         if both:
@@ -149,7 +146,7 @@ def compare(a: torch.Tensor, b: torch.Tensor) -> dict:
             finite = torch.isfinite(da) & torch.isfinite(db)
             max_abs = max(max_abs, float(torch.where(finite, gap, 0.0).max()))
             if where is not None:
-                where.add(start + int(positions[0]), da, db)
+                where.add(start + int(positions[0]), da, db, finite)
         else:
             max_abs = max(max_abs, float((da.double() - db.double()).abs().max()))
     entry = {"equal": differ == 0, "differ": differ, "numel": fa.numel(), "max_abs": max_abs}

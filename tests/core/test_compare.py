@@ -164,3 +164,18 @@ def test_fp64_of_opposite_sign_and_huge_magnitude_saturates_instead_of_wrapping(
         int(ulp_distance(torch.tensor([1.0], dtype=torch.float64), torch.tensor([-1.0], dtype=torch.float64))[0])
         == 2 * 0x3FF0000000000000 + 1
     )
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_every_16_bit_pattern_gets_a_key_in_the_order_of_its_value(dtype):
+    """Over all 65536 patterns: the keys are the integers -32768 .. 32767, each once (so adjacent
+    keys are one ULP apart), and sorting by key sorts the non-NaN values (-0.0 just below +0.0)."""
+    from audit.core.compare import ordered_bits, ulp_distance
+
+    patterns = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(dtype)
+    keys = ordered_bits(patterns).to(torch.int32)
+    assert torch.equal(keys.sort().values, torch.arange(-32768, 32768, dtype=torch.int32))
+    by_key = patterns[keys.argsort()].double()
+    finite = by_key[~by_key.isnan()]
+    assert bool((finite[1:] >= finite[:-1]).all())
+    assert int(ulp_distance(patterns, patterns.neg()).max()) == 65535  # the two extreme keys, apart in int32
