@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.helpers import audit, load
+from tests.helpers import audit_in_process, load
 
 CHANGES = {  # op -> (the expression in the installed block's forward, the copy's)
     "norm_modulate": (
@@ -48,7 +48,7 @@ def _against_rl_kernel(out: Path, op: str, pythonpath: str | None) -> tuple[dict
     """``audit run --op OP --case 1 --candidate diffusers`` on the CPU: the report and the
     comparison of the diffusers candidate with rl_kernel at S = 1."""
     env = {"PYTHONPATH": os.pathsep.join(filter(None, (pythonpath, os.environ.get("PYTHONPATH"))))}
-    done = audit(
+    done = audit_in_process(
         "run", "--op", op, "--device", "cpu", "--case", "1", "--candidate", "diffusers", "--out", str(out), env=env
     )
     assert done.returncode == 0, done.stderr

@@ -24,7 +24,7 @@ from audit.cli import app
 from modes import get_mode
 from audit.parent.variables import is_numerics_variable, worker_variables
 
-from tests.helpers import REPO
+from tests.helpers import REPO, audit_in_process
 
 FAULTY = {"AUDIT_PLUGINS": "tests.plugins.faulty"}
 RUN = ("run", "--op", "gate_residual", "--device", "cpu")
@@ -297,21 +297,14 @@ SHELL = {"TRITON_F32_DEFAULT": "ieee", "CUBLAS_WORKSPACE_CONFIG": ":4096:8", "VL
 
 def test_d6_the_shells_numerics_variables_stay_out_unless_inherited_and_are_recorded(tmp_path):
     out = tmp_path / "env.json"
-    proc = audit_process(
+    done = audit_in_process(
         *RUN,
-        "--case",
-        "1",
-        "--candidate",
-        "env_probe",
-        "--inherit-env",
-        "CUBLAS_WORKSPACE_CONFIG",
-        "--out",
+        *"--case 1 --candidate env_probe --inherit-env CUBLAS_WORKSPACE_CONFIG --out".split(),
         str(out),
         "-q",
         env={**FAULTY, **SHELL},
     )
-    code, _, err = finish(proc)
-    assert code == 0, err
+    assert done.returncode == 0, done.stderr
     report = json.loads(out.read_text())
     seen = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
     assert report["results"]["env_probe"]["source"].endswith(json.dumps(seen))
