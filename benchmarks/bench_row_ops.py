@@ -1,4 +1,4 @@
-"""Bandwidth of the row kernels (rl_kernel_ops.cuda_rows) at the largest case, S = 32768, H = 5376.
+"""Bandwidth of the row kernels (rl_kernel_ops.cuda_rows) at S rows (the largest case, 32768, by default), H = 5376.
 
 Measures the device-to-device copy bandwidth first (bytes read + bytes written by
 ``dst.copy_(src)`` on 1 GiB), then for norm_modulate, gate_residual and adaln_row_gather the
@@ -17,7 +17,7 @@ naming the GPU, torch and CUDA.
 Targets: forward >= 70 % and forward+backward >= 50 % of the copy bandwidth,
 never slower than eager or Liger.
 
-    python benchmarks/bench_row_ops.py --out bench_row_ops.json
+    python benchmarks/bench_row_ops.py --out bench_row_ops.json [--rows S]
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from audit.core.inputs import packed_index
 from bench_common import copy_bandwidth, machine, median_ms
 from rl_kernel_ops import _build, cuda_rows
 
-S, H, R, EPS = 32768, 5376, 9, 1e-5
+ROWS, H, R, EPS = 32768, 5376, 9, 1e-5
 BF16 = torch.bfloat16
 WARMUP, ITERS = 20, 100
 PIPELINE_CALLS, PIPELINE_SAMPLES = 20, 15
@@ -112,7 +112,11 @@ def entry(name, fwd, fwd_bwd, fwd_bytes, fwd_bwd_bytes, copy_gbs, baselines):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="bench_row_ops.json")
+    parser.add_argument("--rows", type=int, default=ROWS, help="S, the rows of every row input (default %(default)s)")
     args = parser.parse_args()
+    if args.rows < 1:
+        parser.error("--rows must be at least 1")
+    S = args.rows
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     _build.load_extension()
