@@ -8,10 +8,10 @@ what). Properties:
   d_y are bitwise equal to eager autograd's;
 - row outputs and row gradients come from one row's data with a fixed thread layout: batch-invariant;
 - table and parameter gradients: positions in the order of ``torch.sort(idx, stable=True)`` (a
-  counting sort over blocks of 4096 positions, ``row_sort_plan``, up to 256 table rows and 65536 positions; torch.sort
-  itself beyond), per-tile FP32 partial sums in sorted order, tiles folded in ascending order, cast
-  to BF16 once — deterministic, and no sum uses atomics (the counting sort counts with shared-memory
-  atomics, which give the same counts in any order).
+  counting sort over blocks of 4096 positions, ``row_sort_plan``, up to 256 table rows and 65536
+  positions; torch.sort itself beyond), per-tile FP32 partial sums in sorted order, tiles folded in
+  ascending order, cast to BF16 once — deterministic, and no sum uses atomics (the counting sort
+  counts with shared-memory atomics, which give the same counts in any order).
 Inputs are validated (``_row_checks``) before anything is launched; the index range check reads
 two numbers back from the GPU the first time an index tensor is seen (a synchronization), and is
 skipped while the same unmodified idx is reused. The backward never synchronizes.

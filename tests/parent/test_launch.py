@@ -26,17 +26,27 @@ COMMANDS = {
 }
 
 
+def command_line(
+    command: str, candidate: str, folder: Path, extra: tuple, env: dict | None, line: str | None = None
+) -> tuple[list[str], dict]:
+    """The arguments of ``audit COMMAND`` (``line`` instead of the command's usual line) on the CPU,
+    writing to ``folder``/out, and the variables it adds: the lifecycle plugin, TMPDIR and
+    $LIFECYCLE_DIR in ``folder``, then ``env``."""
+    (folder / "tmp").mkdir(exist_ok=True)
+    argv = [*(line or COMMANDS[command]).format(c=candidate).split(), "--device", "cpu", *extra]
+    variables = {**PLUGIN, "TMPDIR": str(folder / "tmp"), "LIFECYCLE_DIR": str(folder), **(env or {})}
+    return [*argv, "--out", str(folder / "out"), "-q"], variables
+
+
 def start(
     command: str, candidate: str, folder: Path, *extra: str, env: dict | None = None, line: str | None = None
 ) -> subprocess.Popen:
-    """``audit COMMAND`` (``line`` instead of the command's usual line) on the CPU with the
-    lifecycle plugin, TMPDIR and $LIFECYCLE_DIR in ``folder``."""
-    (folder / "tmp").mkdir(exist_ok=True)
-    argv = [*(line or COMMANDS[command]).format(c=candidate).split(), "--device", "cpu", *extra]
+    """``command_line`` as a process of its own, for tests that send it a signal."""
+    argv, variables = command_line(command, candidate, folder, extra, env, line)
     return subprocess.Popen(
-        [sys.executable, "-m", "audit", *argv, "--out", str(folder / "out"), "-q"],
+        [sys.executable, "-m", "audit", *argv],
         cwd=REPO,
-        env={**os.environ, **PLUGIN, "TMPDIR": str(folder / "tmp"), "LIFECYCLE_DIR": str(folder), **(env or {})},
+        env={**os.environ, **variables},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -45,12 +55,10 @@ def start(
 
 
 def run_here(command: str, candidate: str, folder: Path, *extra: str, env: dict | None = None):
-    """What ``start`` runs, run to its end with this process as the command's own
-    (``audit_in_process``): for tests that send the command no signal."""
-    (folder / "tmp").mkdir(exist_ok=True)
-    argv = [*COMMANDS[command].format(c=candidate).split(), "--device", "cpu", *extra]
-    variables = {**PLUGIN, "TMPDIR": str(folder / "tmp"), "LIFECYCLE_DIR": str(folder), **(env or {})}
-    return audit_in_process(*argv, "--out", str(folder / "out"), "-q", env=variables)
+    """``command_line`` run to its end with this process as the command's own
+    (``audit_in_process``), for tests that send it no signal."""
+    argv, variables = command_line(command, candidate, folder, extra, env)
+    return audit_in_process(*argv, env=variables)
 
 
 def hanging_pids(proc: subprocess.Popen, folder: Path, count: int = 1, deadline_s: float = 120) -> list[int]:
