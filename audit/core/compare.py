@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import torch
 
-_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-_SIGNED = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+_BITS = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}  # signed: ordered_bits shifts them
 _CHUNK = 1 << 26  # elements per step: bounds the float64 temporaries
 HIST_TOP = 20  # the last finite bucket ends at 2**HIST_TOP ulp
 INT64_MAX = torch.iinfo(torch.int64).max
@@ -45,7 +44,7 @@ def ordered_bits(t: torch.Tensor) -> torch.Tensor:
     -x to ``-magnitude - 1`` (so -0.0 is -1, +0.0 is 0), in the bits' own width: flipping a
     negative pattern's magnitude bits gives exactly that."""
     width = 8 * t.element_size()
-    bits = t.view(_SIGNED[t.element_size()])
+    bits = t.view(_BITS[t.element_size()])
     return bits ^ ((bits >> (width - 1)) & ((1 << (width - 1)) - 1))
 
 
