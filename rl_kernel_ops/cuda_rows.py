@@ -10,8 +10,9 @@ what). Properties:
 - table and parameter gradients: positions in the order of ``torch.sort(idx, stable=True)`` (a
   counting sort over blocks of 4096 positions, ``row_sort_plan``, up to 256 table rows and 65536
   positions; torch.sort itself beyond), per-tile FP32 partial sums in sorted order, tiles folded in
-  ascending order, cast to BF16 once — deterministic, and no sum uses atomics (the counting sort
-  counts with shared-memory atomics, which give the same counts in any order).
+  ascending order, cast to BF16 once (by the fold's own launch) — deterministic, and no sum uses
+  atomics (the counting sort counts with shared-memory atomics, which give the same counts in any
+  order).
 Inputs are validated (``_row_checks``) before anything is launched; the index range check reads
 two numbers back from the GPU the first time an index tensor is seen (a synchronization), and is
 skipped while the same unmodified idx is reused. The backward never synchronizes.
@@ -83,17 +84,18 @@ class _NormModulate(torch.autograd.Function):
                 dx, partials = ops.norm_modulate_bwd(grad, x, rstd, w, scale, idx, *plan)
             else:
                 partials = ops.norm_modulate_bwd_partials(grad, x, rstd, w, scale, *plan)
-            seg = ops.row_segment_fold(partials, tile_start)  # (3, R, H): shift, scale, w
+            seg, seg_bf16 = ops.row_segment_fold(partials, tile_start)  # (3, R, H): shift, scale, w
         else:
             if need_x:
                 dx = ops.norm_modulate_bwd_dx(grad, x, rstd, w, scale, idx)
             if need_tables:  # no rows: zero table and parameter gradients
                 seg = scale.new_zeros((3, scale.shape[0], scale.shape[1]), dtype=torch.float32)
+                seg_bf16 = seg.to(BF16)
         if need_tables:
-            dshift = seg[0].to(BF16) if need_shift else None
-            dscale = seg[1].to(BF16) if need_scale else None
+            dshift = seg_bf16[0] if need_shift else None
+            dscale = seg_bf16[1] if need_scale else None
             if need_w:
-                dw = ops.row_segment_fold(seg[2:3].contiguous(), None)[0, 0].to(BF16)
+                dw = ops.row_segment_fold(seg[2:3], None)[1][0, 0]
         return dx, dw, dshift, dscale, None, None
 
 
@@ -118,7 +120,7 @@ class _GateResidual(torch.autograd.Function):
                 dy, partials = ops.gate_residual_bwd(
                     kernel_layout(grad), y, gate, perm, seg_start, tile_start, tiles, TILE_ROWS
                 )
-                dgate = ops.row_segment_fold(partials, tile_start)[0].to(BF16)
+                dgate = ops.row_segment_fold(partials, tile_start)[1][0]
         return (grad if need_res else None), (dy if need_y else None), (dgate if need_gate else None), None
 
 
@@ -138,7 +140,7 @@ class _RowGather(torch.autograd.Function):
         ops = _ops()
         perm, seg_start, tile_start, tiles = _plan(ops, idx, ctx.table_shape[0])
         partials = ops.row_gather_bwd_partials(kernel_layout(grad), perm, seg_start, tile_start, tiles, TILE_ROWS)
-        return ops.row_segment_fold(partials, tile_start)[0].to(BF16), None
+        return ops.row_segment_fold(partials, tile_start)[1][0], None
 
 
 def norm_modulate(x, w, shift, scale, idx, eps: float = 1e-5):

@@ -14,9 +14,10 @@
 //   row_segment_plan(sorted_idx int64 (S,), segments, tile_rows) -> (seg_start, tile_start)
 //       both int32 (segments + 1,): segment k = sorted positions [seg_start[k], seg_start[k+1]),
 //       tiles [tile_start[k], tile_start[k+1]).
-//   row_segment_fold(partials fp32 (Q, T, H), tile_start int32 (R + 1,)?) -> fp32 (Q, R, H)
+//   row_segment_fold(partials fp32 (Q, T, H), tile_start int32 (R + 1,)?) -> (fp32, bf16) (Q, R, H)
 //       out[q, k] = (((0 + p[q, t0]) + p[q, t0 + 1]) + ...) over k's tiles; without tile_start,
-//       one segment made of all T tiles (R = 1).
+//       one segment made of all T tiles (R = 1). The BF16 copy is the FP32 sum rounded to nearest
+//       even, the bits of .to(torch.bfloat16), written by the same launch.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
@@ -171,7 +172,7 @@ constexpr int kFoldBatch = 16;  // loads issued together; the adds stay in ascen
 
 __global__ void segment_fold_kernel(const float* __restrict__ partials, int64_t tiles,
                                     const int* __restrict__ tile_start, int segments, int64_t cols,
-                                    float* __restrict__ out) {
+                                    float* __restrict__ out, uint16_t* __restrict__ out_bf16) {
   const int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (col >= cols) return;
   const int k = blockIdx.y;
@@ -191,7 +192,9 @@ __global__ void segment_fold_kernel(const float* __restrict__ partials, int64_t 
       if (t + j < t1) acc = __fadd_rn(acc, v[j]);
     }
   }
-  out[(static_cast<int64_t>(q) * segments + k) * cols + col] = acc;
+  const int64_t at = (static_cast<int64_t>(q) * segments + k) * cols + col;
+  out[at] = acc;
+  out_bf16[at] = static_cast<uint16_t>(float_to_bf16_bits(acc));
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> row_sort_plan(const at::Tensor& idx, int64_t segments,
@@ -239,7 +242,8 @@ std::tuple<at::Tensor, at::Tensor> row_segment_plan(const at::Tensor& sorted_idx
   return {seg_start, tile_start};
 }
 
-at::Tensor row_segment_fold(const at::Tensor& partials, const std::optional<at::Tensor>& tile_start) {
+std::tuple<at::Tensor, at::Tensor> row_segment_fold(const at::Tensor& partials,
+                                                    const std::optional<at::Tensor>& tile_start) {
   TORCH_CHECK(partials.is_cuda() && partials.scalar_type() == at::kFloat && partials.dim() == 3 &&
                   partials.is_contiguous(),
               "row_segment_fold: partials must be a contiguous (Q, T, H) float32 CUDA tensor");
@@ -257,13 +261,15 @@ at::Tensor row_segment_fold(const at::Tensor& partials, const std::optional<at::
               "row_segment_fold: sizes out of range");
   const c10::cuda::CUDAGuard guard(partials.device());
   at::Tensor out = at::empty({q, segments, cols}, partials.options());
-  if (cols == 0) return out;
+  at::Tensor out_bf16 = at::empty({q, segments, cols}, partials.options().dtype(at::kBFloat16));
+  if (cols == 0) return {out, out_bf16};
   const dim3 grid(static_cast<unsigned>((cols + 255) / 256), static_cast<unsigned>(segments),
                   static_cast<unsigned>(q));
   segment_fold_kernel<<<grid, 256, 0, c10::cuda::getCurrentCUDAStream()>>>(
-      partials.data_ptr<float>(), tiles, starts, static_cast<int>(segments), cols, out.data_ptr<float>());
+      partials.data_ptr<float>(), tiles, starts, static_cast<int>(segments), cols, out.data_ptr<float>(),
+      reinterpret_cast<uint16_t*>(out_bf16.data_ptr()));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return out;
+  return {out, out_bf16};
 }
 
 }  // namespace
@@ -272,7 +278,7 @@ at::Tensor row_segment_fold(const at::Tensor& partials, const std::optional<at::
 TORCH_LIBRARY_FRAGMENT(rl_kernel_ops, m) {
   m.def("row_sort_plan(Tensor idx, int segments, int tile_rows) -> (Tensor, Tensor, Tensor)");
   m.def("row_segment_plan(Tensor sorted_idx, int segments, int tile_rows) -> (Tensor, Tensor)");
-  m.def("row_segment_fold(Tensor partials, Tensor? tile_start) -> Tensor");
+  m.def("row_segment_fold(Tensor partials, Tensor? tile_start) -> (Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(rl_kernel_ops, CUDA, m) {
