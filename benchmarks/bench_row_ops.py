@@ -96,17 +96,35 @@ def liger_function():
     return LigerModulatedRMSNormFunction, importlib.metadata.version("liger-kernel")
 
 
+def unavailable(fwd, fwd_bwd, mode) -> list[str]:
+    """The reasons why ``mode`` has no time for the forward or the forward+backward (``timings``)."""
+    return [f"{what}: {t[mode]}" for what, t in (("fwd", fwd), ("fwd+bwd", fwd_bwd)) if isinstance(t[mode], str)]
+
+
 def entry(name, fwd, fwd_bwd, fwd_bytes, fwd_bwd_bytes, copy_gbs, baselines):
     """fwd, fwd_bwd: ``timings``; baselines: {name: (fwd, fwd_bwd)} alike."""
     result = {"fwd_minimal_bytes": fwd_bytes, "fwd_bwd_minimal_bytes": fwd_bwd_bytes}
     for mode in MODES:
-        failed = [f"{what}: {t[mode]}" for what, t in (("fwd", fwd), ("fwd+bwd", fwd_bwd)) if isinstance(t[mode], str)]
+        failed = unavailable(fwd, fwd_bwd, mode)
         if failed:
             result[mode] = {"unavailable": failed}
             print(f"{name:17s} {mode:9s} " + "; ".join(failed), flush=True)
             continue
         fwd_gbs = fwd_bytes / fwd[mode] / 1e6
         fb_gbs = fwd_bwd_bytes / fwd_bwd[mode] / 1e6
+        compared = {}
+        for base, (b_fwd, b_fb) in baselines.items():
+            base_failed = unavailable(b_fwd, b_fb, mode)
+            compared[base] = (
+                {"unavailable": base_failed}
+                if base_failed
+                else {
+                    "fwd_ms": b_fwd[mode],
+                    "fwd_bwd_ms": b_fb[mode],
+                    "fwd_speedup": b_fwd[mode] / fwd[mode],
+                    "fwd_bwd_speedup": b_fb[mode] / fwd_bwd[mode],
+                }
+            )
         result[mode] = {
             "fwd_ms": fwd[mode],
             "fwd_bwd_ms": fwd_bwd[mode],
@@ -114,23 +132,17 @@ def entry(name, fwd, fwd_bwd, fwd_bytes, fwd_bwd_bytes, copy_gbs, baselines):
             "fwd_bwd_effective_GBps": fb_gbs,
             "fwd_ratio_to_copy": fwd_gbs / copy_gbs,
             "fwd_bwd_ratio_to_copy": fb_gbs / copy_gbs,
-            "baselines": {
-                base: {
-                    "fwd_ms": b_fwd[mode],
-                    "fwd_bwd_ms": b_fb[mode],
-                    "fwd_speedup": b_fwd[mode] / fwd[mode],
-                    "fwd_bwd_speedup": b_fb[mode] / fwd_bwd[mode],
-                }
-                for base, (b_fwd, b_fb) in baselines.items()
-                if not isinstance(b_fwd[mode], str) and not isinstance(b_fb[mode], str)
-            },
+            "baselines": compared,
         }
         line = (
             f"{name:17s} {mode:9s} fwd {fwd[mode]:7.3f} ms {fwd_gbs / copy_gbs:6.1%} of copy | "
             f"fwd+bwd {fwd_bwd[mode]:7.3f} ms {fb_gbs / copy_gbs:6.1%}"
         )
-        for base, b in result[mode]["baselines"].items():
-            line += f" | vs {base}: fwd x{b['fwd_speedup']:.2f}, fwd+bwd x{b['fwd_bwd_speedup']:.2f}"
+        for base, b in compared.items():
+            if "unavailable" in b:
+                line += f" | vs {base}: " + "; ".join(b["unavailable"])
+            else:
+                line += f" | vs {base}: fwd x{b['fwd_speedup']:.2f}, fwd+bwd x{b['fwd_bwd_speedup']:.2f}"
         print(line, flush=True)
     piped = result["pipelined"]
     result["targets"] = {
