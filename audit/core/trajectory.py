@@ -47,7 +47,6 @@ SCHEDULE = (
     "diffusers MiniMaxH3Scheduler (the MiniMax-H3 pipeline's), video shift 12.0, steps + 1 sigmas "
     "(terminal 0 included); every row at the step's timestep"
 )
-DEFAULT_STEPS = 8
 
 
 def scheduler(steps: int):

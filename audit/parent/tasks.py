@@ -85,4 +85,3 @@ PRIOR_ART = Task(
     kind="h3_prior_art",
     assemble=prior_art_report,
 )
-TASKS = {t.name: t for t in (BITWISE, PRIOR_ART)}
