@@ -16,10 +16,6 @@ from tests.helpers import audit_in_process
 runner = CliRunner()
 
 
-def _cases(report, name):
-    return report.results[name].cases
-
-
 @pytest.fixture(scope="module")
 def sp_rows_gate_residual(tmp_path_factory):
     """The report of ``audit parallel --op gate_residual --layout sp_rows --ranks 2 --device cpu``
