@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from audit.core.compare import compare
+from audit.core.compare import INT64_MAX, compare, ordered_bits, ulp_distance
 
 DTYPES = [torch.bfloat16, torch.float32]
 
@@ -156,8 +156,6 @@ def test_equal_tensors_carry_no_where_fields():
 
 
 def test_fp64_of_opposite_sign_and_huge_magnitude_saturates_instead_of_wrapping():
-    from audit.core.compare import INT64_MAX, ulp_distance
-
     big = torch.tensor([1e308], dtype=torch.float64)
     assert int(ulp_distance(big, -big)[0]) == INT64_MAX
     assert (
@@ -170,8 +168,6 @@ def test_fp64_of_opposite_sign_and_huge_magnitude_saturates_instead_of_wrapping(
 def test_every_16_bit_pattern_gets_a_key_in_the_order_of_its_value(dtype):
     """Over all 65536 patterns: the keys are the integers -32768 .. 32767, each once (so adjacent
     keys are one ULP apart), and sorting by key sorts the non-NaN values (-0.0 just below +0.0)."""
-    from audit.core.compare import ordered_bits, ulp_distance
-
     patterns = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(dtype)
     keys = ordered_bits(patterns).to(torch.int32)
     assert torch.equal(keys.sort().values, torch.arange(-32768, 32768, dtype=torch.int32))
