@@ -6,7 +6,8 @@
 //     t, t + 128, ... and adds their squares in order, then block_sum_torch_order; mean = sum / H;
 //     rstd = rsqrtf(mean + eps) (torch: c10::cuda::compat::rsqrt, i.e. rsqrtf);
 //   - n = bf16(w * (rstd * x)) in FP32 (torch's kernel writes gamma * (rstd * x) rounded once);
-//   - p = bf16(1 + scale[i]) (torch's add over the table, once per table row); m = bf16(n * p);
+//   - p = bf16(1 + scale[i]), computed per element with the rounding of eager's add over the table
+//     (FP32 sum, round to nearest even); m = bf16(n * p);
 //     out = bf16(m + shift[i]) — one rounding per eager op.
 // The per-row rstd (FP32) is returned for the backward.
 //
@@ -40,12 +41,11 @@ __device__ __forceinline__ void round_bf16_pair(float& a, float& b) {
   b = __uint_as_float(u & 0xffff0000u);
 }
 
-// NV = most 4-element vectors one thread keeps in registers (H <= NV * 128 * 4). `mod` is the
-// table bf16(1 + scale) (norm_modulate_fwd makes it with torch's add: the same rounding).
+// NV = most 4-element vectors one thread keeps in registers (H <= NV * 128 * 4).
 template <int NV>
 __global__ void __launch_bounds__(kRowThreads)
     norm_modulate_fwd_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w,
-                             const uint16_t* __restrict__ shift, const uint16_t* __restrict__ mod,
+                             const uint16_t* __restrict__ shift, const uint16_t* __restrict__ scale,
                              const int64_t* __restrict__ idx, int64_t cols, float eps,
                              uint16_t* __restrict__ out, float* __restrict__ rstd_out) {
   __shared__ float red[4];
@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(kRowThreads)
 
   const uint2* wv = reinterpret_cast<const uint2*>(w);
   const uint2* sh = reinterpret_cast<const uint2*>(shift + t * cols);
-  const uint2* pm = reinterpret_cast<const uint2*>(mod + t * cols);
+  const uint2* sc = reinterpret_cast<const uint2*>(scale + t * cols);
   uint2* o = reinterpret_cast<uint2*>(out + row * cols);
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
@@ -82,7 +82,11 @@ __global__ void __launch_bounds__(kRowThreads)
       unpack4(xv[k], xf);
       unpack4(__ldg(wv + i), wf);
       unpack4(__ldg(sh + i), shf);
-      unpack4(__ldg(pm + i), pf);
+      unpack4(__ldg(sc + i), pf);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) pf[e] = __fadd_rn(1.f, pf[e]);
+      round_bf16_pair(pf[0], pf[1]);
+      round_bf16_pair(pf[2], pf[3]);
 #pragma unroll
       for (int e = 0; e < 4; ++e) n[e] = __fmul_rn(wf[e], __fmul_rn(r, xf[e]));
       round_bf16_pair(n[0], n[1]);
@@ -433,10 +437,10 @@ void dispatch_nv(int64_t cols, Args&&... args) {
 template <int NV>
 struct FwdLaunch {
   static void run(int64_t rows, const at::Tensor& x, const at::Tensor& w, const at::Tensor& shift,
-                  const at::Tensor& mod, const at::Tensor& idx, float eps, at::Tensor& out, at::Tensor& rstd) {
+                  const at::Tensor& scale, const at::Tensor& idx, float eps, at::Tensor& out, at::Tensor& rstd) {
     norm_modulate_fwd_kernel<NV><<<static_cast<unsigned>(rows), kRowThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
         reinterpret_cast<const uint16_t*>(x.data_ptr()), reinterpret_cast<const uint16_t*>(w.data_ptr()),
-        reinterpret_cast<const uint16_t*>(shift.data_ptr()), reinterpret_cast<const uint16_t*>(mod.data_ptr()),
+        reinterpret_cast<const uint16_t*>(shift.data_ptr()), reinterpret_cast<const uint16_t*>(scale.data_ptr()),
         idx.data_ptr<int64_t>(), x.size(1), eps, reinterpret_cast<uint16_t*>(out.data_ptr()),
         rstd.data_ptr<float>());
   }
@@ -475,8 +479,7 @@ std::tuple<at::Tensor, at::Tensor> norm_modulate_fwd(const at::Tensor& x, const 
   at::Tensor out = at::empty_like(x);
   at::Tensor rstd = at::empty({rows}, x.options().dtype(at::kFloat));
   if (rows == 0) return {out, rstd};
-  const at::Tensor mod = scale.add(1.0);  // bf16(1 + scale), eager's own rounding, once per table row
-  dispatch_nv<FwdLaunch, 4>(x.size(1), rows, x, w, shift, mod, idx, static_cast<float>(eps), out, rstd);
+  dispatch_nv<FwdLaunch, 4>(x.size(1), rows, x, w, shift, scale, idx, static_cast<float>(eps), out, rstd);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {out, rstd};
 }
