@@ -8,11 +8,12 @@ what). Properties:
   d_y are bitwise equal to eager autograd's;
 - row outputs and row gradients come from one row's data with a fixed thread layout: batch-invariant;
 - table and parameter gradients: positions in the order of ``torch.sort(idx, stable=True)`` (a
-  counting sort over blocks of 4096 positions, ``row_sort_plan``, up to 256 table rows and 65536
-  positions; torch.sort itself beyond), per-tile FP32 partial sums in sorted order, tiles folded in
-  ascending order, cast to BF16 once (by the fold's own launch) — deterministic, and no sum uses
-  atomics (the counting sort counts with shared-memory atomics, which give the same counts in any
-  order).
+  counting sort up to 256 table rows and 65536 positions, torch.sort itself beyond; up to 8192
+  positions, norm_modulate's forward sorts it in its own launch when the tables need gradients,
+  else the backward by ``row_sort_plan``: one block up to 8192 positions, else blocks of 4096), per-tile FP32 partial
+  sums in sorted order, tiles folded in ascending order, cast to BF16 once (by the fold's own
+  launch) — deterministic, and no sum uses atomics (the counting sort counts with shared-memory
+  integer atomics, which give the same counts in any order).
 Inputs are validated (``_row_checks``) before anything is launched; the index range check reads
 two numbers back from the GPU the first time an index tensor is seen (a synchronization), and is
 skipped while the same unmodified idx is reused. The backward never synchronizes.
@@ -45,40 +46,56 @@ def _sort_key_dtype(table_rows: int) -> torch.dtype:
     return torch.int16 if table_rows <= 32768 else torch.int64
 
 
-# Limits of row_sort_plan (csrc/row_segments.cu: kSortMaxKeys, kSortMaxRows).
-SORT_PLAN_MAX_TABLE_ROWS, SORT_PLAN_MAX_ROWS = 256, 65536
+# Limits of row_sort_plan (csrc/row_sort.cuh: kSortMaxKeys, kSortMaxRows) and of the plan sorted
+# by norm_modulate's forward (csrc/norm_modulate.cu: kFwdPlanMaxRows).
+SORT_PLAN_MAX_TABLE_ROWS, SORT_PLAN_MAX_ROWS, FORWARD_PLAN_MAX_ROWS = 256, 65536, 8192
+
+
+def _counting_sort_fits(rows: int, table_rows: int) -> bool:
+    return table_rows <= SORT_PLAN_MAX_TABLE_ROWS and rows <= SORT_PLAN_MAX_ROWS
+
+
+def _tile_bound(rows: int, table_rows: int) -> int:
+    """An upper bound on the plan's tiles: ceil(count / TILE_ROWS) per table row."""
+    return -(-rows // TILE_ROWS) + table_rows
 
 
 def _plan(ops, idx: torch.Tensor, table_rows: int):
     """Stable sort of the positions by table row and the tile plan of the segmented sums: a
-    counting sort in two launches where it fits (row_sort_plan), else torch.sort on narrowed keys
-    and row_segment_plan. Both give the permutation of torch.sort(idx, stable=True)."""
-    if table_rows <= SORT_PLAN_MAX_TABLE_ROWS and idx.shape[0] <= SORT_PLAN_MAX_ROWS:
+    counting sort where it fits (row_sort_plan), else torch.sort on narrowed keys and
+    row_segment_plan. Both give the permutation of torch.sort(idx, stable=True)."""
+    if _counting_sort_fits(idx.shape[0], table_rows):
         perm, seg_start, tile_start = ops.row_sort_plan(idx, table_rows, TILE_ROWS)
     else:
         sorted_keys, perm = torch.sort(idx.to(_sort_key_dtype(table_rows)), stable=True)
         seg_start, tile_start = ops.row_segment_plan(sorted_keys.long(), table_rows, TILE_ROWS)
-    tiles = -(-idx.shape[0] // TILE_ROWS) + table_rows  # upper bound on the number of tiles
-    return perm, seg_start, tile_start, tiles
+    return perm, seg_start, tile_start, _tile_bound(idx.shape[0], table_rows)
 
 
 class _NormModulate(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, w, shift, scale, idx, eps):
-        out, rstd = _ops().norm_modulate_fwd(x, w, shift, scale, idx, eps)
-        ctx.save_for_backward(x, w, scale, idx, rstd)
+    def forward(ctx, x, w, shift, scale, idx, eps, sort_plan):
+        if sort_plan:  # the backward's plan, sorted by one more block of the forward's launch
+            out, rstd, *plan = _ops().norm_modulate_fwd_plan(x, w, shift, scale, idx, eps, TILE_ROWS)
+        else:
+            (out, rstd), plan = _ops().norm_modulate_fwd(x, w, shift, scale, idx, eps), []
+        ctx.save_for_backward(x, w, scale, idx, rstd, *plan)
         return out
 
     @staticmethod
     def backward(ctx, grad):
-        x, w, scale, idx, rstd = ctx.saved_tensors
+        x, w, scale, idx, rstd, *sorted_plan = ctx.saved_tensors
         need_x, need_w, need_shift, need_scale = ctx.needs_input_grad[:4]
         ops = _ops()
         grad = kernel_layout(grad)
         dx = dw = dshift = dscale = None
         need_tables = need_w or need_shift or need_scale
         if need_tables and x.shape[0] > 0:
-            perm, seg_start, tile_start, tiles = _plan(ops, idx, scale.shape[0])
+            if sorted_plan:
+                perm, seg_start, tile_start = sorted_plan
+                tiles = _tile_bound(x.shape[0], scale.shape[0])
+            else:
+                perm, seg_start, tile_start, tiles = _plan(ops, idx, scale.shape[0])
             plan = (perm, seg_start, tile_start, tiles, TILE_ROWS)
             if need_x:  # dx and the partial sums from one pass over grad and x
                 dx, partials = ops.norm_modulate_bwd(grad, x, rstd, w, scale, idx, *plan)
@@ -96,7 +113,7 @@ class _NormModulate(torch.autograd.Function):
             dscale = seg_bf16[1] if need_scale else None
             if need_w:
                 dw = ops.row_segment_fold(seg[2:3], None)[1][0, 0]
-        return dx, dw, dshift, dscale, None, None
+        return dx, dw, dshift, dscale, None, None, None
 
 
 class _GateResidual(torch.autograd.Function):
@@ -146,7 +163,13 @@ class _RowGather(torch.autograd.Function):
 def norm_modulate(x, w, shift, scale, idx, eps: float = 1e-5):
     """rms_norm(x, w, eps) * (1 + scale[idx]) + shift[idx] on the GPU (see module docstring)."""
     check_norm_modulate(x, w, shift, scale, idx, eps)
-    return _NormModulate.apply(x, w, shift, scale, idx.contiguous(), float(eps))
+    sort_plan = (
+        torch.is_grad_enabled()
+        and any(t.requires_grad for t in (w, shift, scale))
+        and 0 < x.shape[0] <= FORWARD_PLAN_MAX_ROWS
+        and scale.shape[0] <= SORT_PLAN_MAX_TABLE_ROWS
+    )
+    return _NormModulate.apply(x, w, shift, scale, idx.contiguous(), float(eps), sort_plan)
 
 
 def gate_residual(res, y, gate, idx):

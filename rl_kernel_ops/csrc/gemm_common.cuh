@@ -1,5 +1,5 @@
-// Shared pieces of the GEMM ops (timestep_mlp.cu, adaln_projection.cu); reserve_dynamic_smem serves
-// the row ops too.
+// Shared pieces of the GEMM ops (timestep_mlp.cu, adaln_projection.cu); reserve_dynamic_smem and
+// multiprocessors serve the row ops too.
 //
 // The canonical summation order of every batch-invariant GEMM here ("fixed split-K"):
 //   K is cut into `splits` equal chunks (a constant of the op, never a function of the row count);
@@ -46,6 +46,18 @@ inline void reserve_dynamic_smem(int bytes, const char* what) {
   TORCH_CHECK(err == cudaSuccess, what, ": cannot reserve ", bytes, " bytes of shared memory: ",
               cudaGetErrorString(err));
   if (device < 64) reserved[device] = bytes;
+}
+
+// The current device's multiprocessor count, read once per device.
+inline int multiprocessors() {
+  static int count[64] = {};
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  if (device < 64 && count[device] > 0) return count[device];
+  int sms = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  if (device < 64) count[device] = sms;
+  return sms;
 }
 
 // The shared-state-space address of a pointer into shared memory.

@@ -10,6 +10,8 @@
 //     (FP32 sum, round to nearest even); m = bf16(n * p);
 //     out = bf16(m + shift[i]) — one rounding per eager op.
 // The per-row rstd (FP32) is returned for the backward.
+// norm_modulate_fwd_plan's launch has one block more, which sorts the backward's plan of idx
+// (row_sort.cuh) while the others normalize rows: the backward then starts with it.
 //
 // Backward, with a = w * (g * p) (exact in FP32: a product of three BF16 values) and
 // xhat = rstd * x:
@@ -17,15 +19,19 @@
 //     8-element vectors; c = ((rstd * rstd) * rstd * s) / H; dx = bf16(rstd * a - x * c);
 //   - partials (sorted tiles, see row_segments.cu): per tile and column, in sorted position order,
 //     q0: sum g (-> d_shift), q1: sum g * n (-> d_scale), q2: sum (g * p) * xhat (-> dw).
-// norm_modulate_bwd computes both from one read of grad and x (the fused kernel, H <= 6144); the
-// split kernels remain for a backward that needs only one side, and for wider rows. Both give
-// the same bits: the same products summed in the same order.
+// norm_modulate_bwd computes both in one launch: from one read of grad and x where the plan's
+// tiles fill the device (the fused kernel, H <= 6144; the split kernels past it), else with
+// partial blocks and dx blocks side by side (the overlapped kernel, the split kernels' code). The
+// split kernels remain for a backward that needs only one side. All give the same bits: the same
+// products summed in the same order.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+
+#include "row_sort.cuh"
 #include "rows_common.cuh"
 #include "wgmma_common.cuh"
 
@@ -41,15 +47,50 @@ __device__ __forceinline__ void round_bf16_pair(float& a, float& b) {
   b = __uint_as_float(u & 0xffff0000u);
 }
 
-// NV = most 4-element vectors one thread keeps in registers (H <= NV * 128 * 4).
-template <int NV>
+// p = bf16(1 + scale) in place for N (even) values of a scale row, with the rounding of eager's
+// add over the table (the FP32 sum, rounded to nearest even).
+template <int N>
+__device__ __forceinline__ void one_plus_rounded(float p[N]) {
+#pragma unroll
+  for (int e = 0; e < N; ++e) p[e] = __fadd_rn(1.f, p[e]);
+#pragma unroll
+  for (int e = 0; e < N; e += 2) round_bf16_pair(p[e], p[e + 1]);
+}
+
+// The backward's plan (row_sort.cuh) where the forward's launch sorts it: up to kFwdPlanMaxRows
+// positions, their keys staged as bytes in the launch's dynamic shared memory (at most 8 KB per
+// block beside the row blocks' own, so they keep their occupancy), so that the sort reads idx once
+// and stays shorter than the rows' work (docs/evidence/h200/rows_fwd_plan/).
+constexpr int kFwdPlanMaxRows = 8192;
+struct FwdPlan {
+  int64_t* perm = nullptr;  // null: no plan
+  int* seg_start = nullptr;
+  int* tile_start = nullptr;
+  int segments = 0, tile_rows = 0;
+};
+
+// NV = most 4-element vectors one thread keeps in registers (H <= NV * 128 * 4). With Plan, block
+// 0 sorts the backward's plan of idx (S bytes of dynamic shared memory), while blocks 1 ... S
+// normalize rows 0 ... S - 1.
+template <int NV, bool Plan>
 __global__ void __launch_bounds__(kRowThreads)
     norm_modulate_fwd_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w,
                              const uint16_t* __restrict__ shift, const uint16_t* __restrict__ scale,
                              const int64_t* __restrict__ idx, int64_t cols, float eps,
-                             uint16_t* __restrict__ out, float* __restrict__ rstd_out) {
+                             uint16_t* __restrict__ out, float* __restrict__ rstd_out, FwdPlan plan) {
+  if constexpr (Plan) {
+    if (blockIdx.x == 0) {
+      __shared__ int next[kRowThreads / 32][kSortMaxKeys];
+      __shared__ int first[kSortMaxKeys];
+      extern __shared__ uint8_t keys[];
+      const int rows = static_cast<int>(gridDim.x) - 1;
+      sort_positions<kRowThreads / 32>(idx, rows, plan.segments, plan.tile_rows, 0, rows, nullptr, 1, plan.perm,
+                                       plan.seg_start, plan.tile_start, next, first, keys);
+      return;
+    }
+  }
   __shared__ float red[4];
-  const int64_t row = blockIdx.x;
+  const int64_t row = blockIdx.x - (Plan ? 1 : 0);
   const int nvec = static_cast<int>(cols / 4);
   const uint2* xr = reinterpret_cast<const uint2*>(x + row * cols);
   const int64_t t = idx[row];  // read with the row, not after the statistic's barrier
@@ -83,10 +124,7 @@ __global__ void __launch_bounds__(kRowThreads)
       unpack4(__ldg(wv + i), wf);
       unpack4(__ldg(sh + i), shf);
       unpack4(__ldg(sc + i), pf);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) pf[e] = __fadd_rn(1.f, pf[e]);
-      round_bf16_pair(pf[0], pf[1]);
-      round_bf16_pair(pf[2], pf[3]);
+      one_plus_rounded<4>(pf);
 #pragma unroll
       for (int e = 0; e < 4; ++e) n[e] = __fmul_rn(wf[e], __fmul_rn(r, xf[e]));
       round_bf16_pair(n[0], n[1]);
@@ -105,25 +143,25 @@ __global__ void __launch_bounds__(kRowThreads)
 // a = w * (g * bf16(1 + scale)) for the 8 columns of one 16-byte vector, each product rounded to
 // FP32 as eager's separate ops do; `w8` and `scale8` point at that vector of w and the scale row.
 __device__ __forceinline__ void modulated_grad8(uint4 g, const uint4* w8, const uint4* scale8, float a[8]) {
-  float gf[8], wf[8], scf[8];
+  float gf[8], wf[8], p[8];
   unpack8(g, gf);
   unpack8(__ldg(w8), wf);
-  unpack8(__ldg(scale8), scf);
+  unpack8(__ldg(scale8), p);
+  one_plus_rounded<8>(p);
 #pragma unroll
-  for (int e = 0; e < 8; ++e) a[e] = __fmul_rn(wf[e], __fmul_rn(gf[e], round_bf16(__fadd_rn(1.f, scf[e]))));
+  for (int e = 0; e < 8; ++e) a[e] = __fmul_rn(wf[e], __fmul_rn(gf[e], p[e]));
 }
 
-// NV = most 8-element (16-byte) vectors one thread keeps in registers (H <= NV * 128 * 8). The
-// dx sum uses the same tree as the statistic but over 8-element vectors (thread t takes vectors
-// t, t + 128, ...); reference_rows.replay_row_sum(..., vec=8) replays it.
+// dx of one row by a block of kRowThreads threads. NV = most 8-element (16-byte) vectors one
+// thread keeps in registers (H <= NV * 128 * 8). The sum uses the same tree as the statistic but
+// over 8-element vectors (thread t takes vectors t, t + 128, ...); reference_rows.replay_row_sum(...,
+// vec=8) replays it. `table_row` is the row's idx; `red` 4 floats of shared memory; `a_s` H floats
+// of shared memory, where each thread keeps the a of its own vectors between the two passes.
 template <int NV>
-__global__ void __launch_bounds__(kRowThreads)
-    norm_modulate_bwd_dx_kernel(const uint16_t* __restrict__ grad, const uint16_t* __restrict__ x,
-                                const float* __restrict__ rstd, const uint16_t* __restrict__ w,
-                                const uint16_t* __restrict__ scale, const int64_t* __restrict__ idx,
-                                int64_t cols, uint16_t* __restrict__ dx) {
-  __shared__ float red[4];
-  const int64_t row = blockIdx.x;
+__device__ __forceinline__ void dx_row(const uint16_t* __restrict__ grad, const uint16_t* __restrict__ x,
+                                       const float* __restrict__ rstd, const uint16_t* __restrict__ w,
+                                       const uint16_t* __restrict__ scale, int64_t table_row, int64_t row,
+                                       int64_t cols, uint16_t* __restrict__ dx, float* red, float4* a_s) {
   const int nvec = static_cast<int>(cols / 8);
   const uint4* gr = reinterpret_cast<const uint4*>(grad + row * cols);
   const uint4* xr = reinterpret_cast<const uint4*>(x + row * cols);
@@ -138,9 +176,9 @@ __global__ void __launch_bounds__(kRowThreads)
   }
   const float r = rstd[row];
   const uint4* wv = reinterpret_cast<const uint4*>(w);
-  const uint4* sc = reinterpret_cast<const uint4*>(scale + idx[row] * cols);
-  // a = w * (g * p) is recomputed in the second pass (w and the scale row stay in L1) to keep
-  // registers, and so occupancy, for the loads in flight.
+  const uint4* sc = reinterpret_cast<const uint4*>(scale + table_row * cols);
+  float4* a_lo = a_s;          // elements 0-3 of vector i at a_lo[i], 4-7 at a_hi[i]
+  float4* a_hi = a_s + nvec;
   float acc = 0.f;
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
@@ -151,6 +189,8 @@ __global__ void __launch_bounds__(kRowThreads)
       unpack8(xv[k], xf);
 #pragma unroll
       for (int e = 0; e < 8; ++e) acc = __fadd_rn(acc, __fmul_rn(a[e], xf[e]));
+      a_lo[i] = make_float4(a[0], a[1], a[2], a[3]);
+      a_hi[i] = make_float4(a[4], a[5], a[6], a[7]);
     }
   }
   const float s = block_sum_torch_order(acc, red);
@@ -160,8 +200,9 @@ __global__ void __launch_bounds__(kRowThreads)
   for (int k = 0; k < NV; ++k) {
     const int i = threadIdx.x + k * kRowThreads;
     if (i < nvec) {
-      float a[8], xf[8], d[8];
-      modulated_grad8(gv[k], wv + i, sc + i, a);
+      const float4 lo = a_lo[i], hi = a_hi[i];
+      const float a[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      float xf[8], d[8];
       unpack8(xv[k], xf);
 #pragma unroll
       for (int e = 0; e < 8; ++e) d[e] = __fsub_rn(__fmul_rn(r, a[e]), __fmul_rn(xf[e], c));
@@ -170,7 +211,16 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
-constexpr int kRowBatch = 4;  // rows whose loads are issued together in the tile kernels
+template <int NV>
+__global__ void __launch_bounds__(kRowThreads)
+    norm_modulate_bwd_dx_kernel(const uint16_t* __restrict__ grad, const uint16_t* __restrict__ x,
+                                const float* __restrict__ rstd, const uint16_t* __restrict__ w,
+                                const uint16_t* __restrict__ scale, const int64_t* __restrict__ idx,
+                                int64_t cols, uint16_t* __restrict__ dx) {
+  __shared__ float red[4];
+  extern __shared__ float4 a_s[];
+  dx_row<NV>(grad, x, rstd, w, scale, idx[blockIdx.x], blockIdx.x, cols, dx, red, a_s);
+}
 
 // One row's terms added, in order, to the three partial sums of one 8-column vector; wf and p
 // are that vector's w and bf16(1 + scale) of the tile's table row.
@@ -208,28 +258,29 @@ __device__ __forceinline__ void store_partials8(float* __restrict__ partials, in
   store8(2, s_w);
 }
 
-__global__ void __launch_bounds__(kColThreads)
-    norm_modulate_bwd_partials_kernel(const uint16_t* __restrict__ grad, const uint16_t* __restrict__ x,
-                                      const float* __restrict__ rstd, const uint16_t* __restrict__ w,
-                                      const uint16_t* __restrict__ scale, const int64_t* __restrict__ perm,
-                                      const int* __restrict__ seg_start, const int* __restrict__ tile_start,
-                                      int segments, int tile_rows, int64_t tiles, int64_t cols,
-                                      float* __restrict__ partials) {
-  __shared__ int64_t rows_s[kMaxTileRows];
-  __shared__ float rstd_s[kMaxTileRows];
-  TileRange tr;
-  if (!tile_range(blockIdx.x, seg_start, tile_start, segments, tile_rows, tr)) return;
+// The tile's original rows and their rstd into shared memory. Every thread of the block calls it
+// (it synchronizes).
+__device__ __forceinline__ void stage_tile(const TileRange& tr, const int64_t* __restrict__ perm,
+                                           const float* __restrict__ rstd, int64_t* rows_s, float* rstd_s) {
   stage_tile_rows(tr, perm, rows_s);
   for (int j = threadIdx.x; j < tr.end - tr.begin; j += blockDim.x) rstd_s[j] = rstd[rows_s[j]];
   __syncthreads();
-  const int64_t v = static_cast<int64_t>(blockIdx.y) * kColThreads + threadIdx.x;  // 8-column vector
+}
+
+constexpr int kRowBatch = 4;  // rows whose loads are issued together in the tile kernels
+
+// The three partial sums of 8-column vector v over tile `tile` (rows staged by stage_tile), in
+// sorted position order, into partials (3, tiles, cols).
+__device__ __forceinline__ void tile_partials8(const uint16_t* __restrict__ grad, const uint16_t* __restrict__ x,
+                                               const uint16_t* __restrict__ w, const uint16_t* __restrict__ scale,
+                                               const TileRange& tr, const int64_t* rows_s, const float* rstd_s,
+                                               int64_t v, int64_t tiles, int64_t tile, int64_t cols,
+                                               float* __restrict__ partials) {
   const int64_t nvec = cols / 8;
-  if (v >= nvec) return;
   float wf[8], p[8];
   unpack8(__ldg(reinterpret_cast<const uint4*>(w) + v), wf);
   unpack8(__ldg(reinterpret_cast<const uint4*>(scale + tr.segment * cols) + v), p);
-#pragma unroll
-  for (int e = 0; e < 8; ++e) p[e] = round_bf16(__fadd_rn(1.f, p[e]));
+  one_plus_rounded<8>(p);
   float s_shift[8], s_scale[8], s_w[8];
 #pragma unroll
   for (int e = 0; e < 8; ++e) s_shift[e] = s_scale[e] = s_w[e] = 0.f;
@@ -250,7 +301,62 @@ __global__ void __launch_bounds__(kColThreads)
       if (j0 + j < count) add_row_partials8(gv[j], xv[j], rstd_s[j0 + j], wf, p, s_shift, s_scale, s_w);
     }
   }
-  store_partials8(partials, tiles, cols, blockIdx.x, v, s_shift, s_scale, s_w);
+  store_partials8(partials, tiles, cols, tile, v, s_shift, s_scale, s_w);
+}
+
+__global__ void __launch_bounds__(kColThreads)
+    norm_modulate_bwd_partials_kernel(const uint16_t* __restrict__ grad, const uint16_t* __restrict__ x,
+                                      const float* __restrict__ rstd, const uint16_t* __restrict__ w,
+                                      const uint16_t* __restrict__ scale, const int64_t* __restrict__ perm,
+                                      const int* __restrict__ seg_start, const int* __restrict__ tile_start,
+                                      int segments, int tile_rows, int64_t tiles, int64_t cols,
+                                      float* __restrict__ partials) {
+  __shared__ int64_t rows_s[kMaxTileRows];
+  __shared__ float rstd_s[kMaxTileRows];
+  TileRange tr;
+  if (!tile_range(blockIdx.x, seg_start, tile_start, segments, tile_rows, tr)) return;
+  stage_tile(tr, perm, rstd, rows_s, rstd_s);
+  const int64_t v = static_cast<int64_t>(blockIdx.y) * kColThreads + threadIdx.x;  // 8-column vector
+  if (v < cols / 8) tile_partials8(grad, x, w, scale, tr, rows_s, rstd_s, v, tiles, blockIdx.x, cols, partials);
+}
+
+// ---- overlapped backward -----------------------------------------------------------------------
+// One launch of two kinds of kRowThreads-thread blocks, for rows too few to fill the GPU with the
+// fused kernel's one block per tile. The first tiles * col_blocks blocks compute the tile partials
+// (tile_partials8, the row's vectors spread evenly, at most 128 per block); the rest compute dx,
+// one row each (dx_row). The dx blocks take the rows by position within the tile first (block b:
+// row b / tiles of tile b % tiles), the order in which the partial blocks walk their tiles, so a
+// row's two reads come close together. Each output has the bits of the split kernels: the same
+// per-thread code.
+template <int NV>
+__global__ void __launch_bounds__(kRowThreads, NV <= 6 ? 6 : 1)
+    norm_modulate_bwd_overlap_kernel(const uint16_t* __restrict__ grad, const uint16_t* __restrict__ x,
+                                     const float* __restrict__ rstd, const uint16_t* __restrict__ w,
+                                     const uint16_t* __restrict__ scale, const int64_t* __restrict__ perm,
+                                     const int* __restrict__ seg_start, const int* __restrict__ tile_start,
+                                     int segments, int tile_rows, int64_t tiles, int64_t cols, int col_blocks,
+                                     uint16_t* __restrict__ dx, float* __restrict__ partials) {
+  __shared__ int64_t rows_s[kMaxTileRows];
+  __shared__ float rstd_s[kMaxTileRows];
+  __shared__ float red[4];
+  extern __shared__ float4 a_s[];  // a dx block's a
+  const int64_t tile_blocks = tiles * col_blocks;
+  TileRange tr;
+  if (blockIdx.x < tile_blocks) {
+    const int tile = static_cast<int>(blockIdx.x / col_blocks);
+    if (!tile_range(tile, seg_start, tile_start, segments, tile_rows, tr)) return;
+    stage_tile(tr, perm, rstd, rows_s, rstd_s);
+    const int per_block = static_cast<int>((cols / 8 + col_blocks - 1) / col_blocks);
+    const int64_t v = static_cast<int64_t>(blockIdx.x % col_blocks) * per_block + threadIdx.x;
+    if (threadIdx.x < per_block && v < cols / 8)
+      tile_partials8(grad, x, w, scale, tr, rows_s, rstd_s, v, tiles, tile, cols, partials);
+    return;
+  }
+  const int64_t b = blockIdx.x - tile_blocks;
+  if (!tile_range(static_cast<int>(b % tiles), seg_start, tile_start, segments, tile_rows, tr)) return;
+  const int j = static_cast<int>(b / tiles);
+  if (tr.begin + j >= tr.end) return;
+  dx_row<NV>(grad, x, rstd, w, scale, tr.segment, perm[tr.begin + j], cols, dx, red, a_s);
 }
 
 // ---- fused backward ----------------------------------------------------------------------------
@@ -377,8 +483,7 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1)
     const uint4 wv = __ldg(reinterpret_cast<const uint4*>(w) + v);
     unpack8(wv, wf);
     unpack8(__ldg(reinterpret_cast<const uint4*>(scale + tr.segment * cols) + v), p);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) p[e] = round_bf16(__fadd_rn(1.f, p[e]));
+    one_plus_rounded<8>(p);
     w_s[v] = wv;
     p_s[v] = pack8(p);
   }
@@ -437,12 +542,17 @@ void dispatch_nv(int64_t cols, Args&&... args) {
 template <int NV>
 struct FwdLaunch {
   static void run(int64_t rows, const at::Tensor& x, const at::Tensor& w, const at::Tensor& shift,
-                  const at::Tensor& scale, const at::Tensor& idx, float eps, at::Tensor& out, at::Tensor& rstd) {
-    norm_modulate_fwd_kernel<NV><<<static_cast<unsigned>(rows), kRowThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+                  const at::Tensor& scale, const at::Tensor& idx, float eps, at::Tensor& out, at::Tensor& rstd,
+                  const FwdPlan& plan) {
+    const bool sorts = plan.perm != nullptr;
+    const auto kernel = sorts ? norm_modulate_fwd_kernel<NV, true> : norm_modulate_fwd_kernel<NV, false>;
+    const int keys_bytes = sorts ? static_cast<int>((rows + 15) / 16 * 16) : 0;
+    kernel<<<static_cast<unsigned>(rows + (sorts ? 1 : 0)), kRowThreads, keys_bytes,
+             c10::cuda::getCurrentCUDAStream()>>>(
         reinterpret_cast<const uint16_t*>(x.data_ptr()), reinterpret_cast<const uint16_t*>(w.data_ptr()),
         reinterpret_cast<const uint16_t*>(shift.data_ptr()), reinterpret_cast<const uint16_t*>(scale.data_ptr()),
         idx.data_ptr<int64_t>(), x.size(1), eps, reinterpret_cast<uint16_t*>(out.data_ptr()),
-        rstd.data_ptr<float>());
+        rstd.data_ptr<float>(), plan);
   }
 };
 
@@ -450,13 +560,48 @@ template <int NV>
 struct DxLaunch {
   static void run(int64_t rows, const at::Tensor& grad, const at::Tensor& x, const at::Tensor& rstd,
                   const at::Tensor& w, const at::Tensor& scale, const at::Tensor& idx, at::Tensor& dx) {
-    norm_modulate_bwd_dx_kernel<NV><<<static_cast<unsigned>(rows), kRowThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+    const int smem = static_cast<int>(x.size(1)) * 4;
+    reserve_dynamic_smem<norm_modulate_bwd_dx_kernel<NV>>(smem, "norm_modulate backward");
+    norm_modulate_bwd_dx_kernel<NV><<<static_cast<unsigned>(rows), kRowThreads, smem,
+                                      c10::cuda::getCurrentCUDAStream()>>>(
         reinterpret_cast<const uint16_t*>(grad.data_ptr()), reinterpret_cast<const uint16_t*>(x.data_ptr()),
         rstd.data_ptr<float>(), reinterpret_cast<const uint16_t*>(w.data_ptr()),
         reinterpret_cast<const uint16_t*>(scale.data_ptr()), idx.data_ptr<int64_t>(), x.size(1),
         reinterpret_cast<uint16_t*>(dx.data_ptr()));
   }
 };
+
+template <int NV>
+struct OverlapLaunch {
+  static void run(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& rstd, const at::Tensor& w,
+                  const at::Tensor& scale, const at::Tensor& perm, const at::Tensor& seg_start,
+                  const at::Tensor& tile_start, int64_t tiles, int64_t tile_rows, at::Tensor& dx,
+                  at::Tensor& partials) {
+    const int64_t cols = x.size(1);
+    const int col_blocks = static_cast<int>((cols / 8 + kRowThreads - 1) / kRowThreads);
+    const int64_t blocks = tiles * col_blocks + tiles * tile_rows;
+    const int smem = static_cast<int>(cols) * 4;
+    reserve_dynamic_smem<norm_modulate_bwd_overlap_kernel<NV>>(smem, "norm_modulate backward");
+    norm_modulate_bwd_overlap_kernel<NV><<<static_cast<unsigned>(blocks), kRowThreads, smem,
+                                           c10::cuda::getCurrentCUDAStream()>>>(
+        reinterpret_cast<const uint16_t*>(grad.data_ptr()), reinterpret_cast<const uint16_t*>(x.data_ptr()),
+        rstd.data_ptr<float>(), reinterpret_cast<const uint16_t*>(w.data_ptr()),
+        reinterpret_cast<const uint16_t*>(scale.data_ptr()), perm.data_ptr<int64_t>(), seg_start.data_ptr<int>(),
+        tile_start.data_ptr<int>(), static_cast<int>(scale.size(0)), static_cast<int>(tile_rows), tiles, cols,
+        col_blocks, reinterpret_cast<uint16_t*>(dx.data_ptr()), partials.data_ptr<float>());
+  }
+};
+
+// Which kernel computes dx and the partials (`variant` 1: the fused kernel, the split pair past
+// H = 6144; 2: the overlapped kernel; 0: chosen here). All give the same bits. The overlapped
+// kernel serves plans whose tiles (`tiles`, an upper bound) are too few for the fused kernel's one
+// block per tile to fill the device: fewer than three quarters of its multiprocessors (measured on
+// the H200: docs/evidence/h200/rows_overlap/).
+inline bool overlap_backward(int64_t tiles, int64_t variant) {
+  TORCH_CHECK(variant >= 0 && variant <= 2, "norm_modulate backward: variant must be 0, 1 or 2");
+  if (variant != 0) return variant == 2;
+  return tiles * 4 < int64_t{multiprocessors()} * 3;
+}
 
 void check_common(const at::Tensor& x, const at::Tensor& w, const at::Tensor& scale) {
   check_rows_tensor(x, "x", 2, at::kBFloat16);
@@ -467,21 +612,55 @@ void check_common(const at::Tensor& x, const at::Tensor& w, const at::Tensor& sc
   TORCH_CHECK(x.size(0) < (int64_t{1} << 31), "norm_modulate: too many rows");
 }
 
-std::tuple<at::Tensor, at::Tensor> norm_modulate_fwd(const at::Tensor& x, const at::Tensor& w,
-                                                     const at::Tensor& shift, const at::Tensor& scale,
-                                                     const at::Tensor& idx, double eps) {
+void check_forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& shift, const at::Tensor& scale,
+                   const at::Tensor& idx) {
   check_common(x, w, scale);
   check_rows_tensor(shift, "shift", 2, at::kBFloat16);
   check_rows_tensor(idx, "idx", 1, at::kLong, false);
   TORCH_CHECK(shift.sizes() == scale.sizes() && idx.size(0) == x.size(0), "norm_modulate: shape mismatch");
+}
+
+// out and rstd; with plan.perm, the same launch also sorts the plan.
+std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& shift,
+                                           const at::Tensor& scale, const at::Tensor& idx, double eps,
+                                           const FwdPlan& plan) {
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t rows = x.size(0);
   at::Tensor out = at::empty_like(x);
   at::Tensor rstd = at::empty({rows}, x.options().dtype(at::kFloat));
   if (rows == 0) return {out, rstd};
-  dispatch_nv<FwdLaunch, 4>(x.size(1), rows, x, w, shift, scale, idx, static_cast<float>(eps), out, rstd);
+  dispatch_nv<FwdLaunch, 4>(x.size(1), rows, x, w, shift, scale, idx, static_cast<float>(eps), out, rstd, plan);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {out, rstd};
+}
+
+std::tuple<at::Tensor, at::Tensor> norm_modulate_fwd(const at::Tensor& x, const at::Tensor& w,
+                                                     const at::Tensor& shift, const at::Tensor& scale,
+                                                     const at::Tensor& idx, double eps) {
+  check_forward(x, w, shift, scale, idx);
+  return forward(x, w, shift, scale, idx, eps, FwdPlan{});
+}
+
+// norm_modulate_fwd's out and rstd (the same bits) and row_sort_plan(idx, R, tile_rows)'s plan (the
+// same permutation and starts), from one launch: 1 <= S <= kFwdPlanMaxRows, R <= 256.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> norm_modulate_fwd_plan(
+    const at::Tensor& x, const at::Tensor& w, const at::Tensor& shift, const at::Tensor& scale,
+    const at::Tensor& idx, double eps, int64_t tile_rows) {
+  check_forward(x, w, shift, scale, idx);
+  const int64_t rows = x.size(0), most = kFwdPlanMaxRows;
+  TORCH_CHECK(rows >= 1 && rows <= most, "norm_modulate_fwd_plan: 1 to ", most, " rows, not ", rows);
+  check_sort_plan(rows, scale.size(0), tile_rows, "norm_modulate_fwd_plan");
+  at::Tensor perm = at::empty_like(idx);
+  at::Tensor seg_start = at::empty({scale.size(0) + 1}, idx.options().dtype(at::kInt));
+  at::Tensor tile_start = at::empty_like(seg_start);
+  FwdPlan plan;
+  plan.perm = perm.data_ptr<int64_t>();
+  plan.seg_start = seg_start.data_ptr<int>();
+  plan.tile_start = tile_start.data_ptr<int>();
+  plan.segments = static_cast<int>(scale.size(0));
+  plan.tile_rows = static_cast<int>(tile_rows);
+  auto [out, rstd] = forward(x, w, shift, scale, idx, eps, plan);
+  return {out, rstd, perm, seg_start, tile_start};
 }
 
 at::Tensor norm_modulate_bwd_dx(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& rstd,
@@ -536,10 +715,12 @@ std::tuple<at::Tensor, at::Tensor> norm_modulate_bwd(const at::Tensor& grad, con
                                                      const at::Tensor& rstd, const at::Tensor& w,
                                                      const at::Tensor& scale, const at::Tensor& idx,
                                                      const at::Tensor& perm, const at::Tensor& seg_start,
-                                                     const at::Tensor& tile_start, int64_t tiles, int64_t tile_rows) {
+                                                     const at::Tensor& tile_start, int64_t tiles, int64_t tile_rows,
+                                                     int64_t variant) {
   const int64_t cols = x.size(1);
   const int depth = fused_depth(cols);
-  if (depth == 0) {
+  const bool overlap = overlap_backward(tiles, variant);
+  if (!overlap && depth == 0) {
     return {norm_modulate_bwd_dx(grad, x, rstd, w, scale, idx),
             norm_modulate_bwd_partials(grad, x, rstd, w, scale, perm, seg_start, tile_start, tiles, tile_rows)};
   }
@@ -547,6 +728,12 @@ std::tuple<at::Tensor, at::Tensor> norm_modulate_bwd(const at::Tensor& grad, con
   const c10::cuda::CUDAGuard guard(x.device());
   at::Tensor dx = at::empty_like(x);
   at::Tensor partials = at::empty({3, tiles, cols}, x.options().dtype(at::kFloat));
+  if (overlap) {
+    dispatch_nv<OverlapLaunch, 8>(cols, grad, x, rstd, w, scale, perm, seg_start, tile_start, tiles, tile_rows, dx,
+                                  partials);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return {dx, partials};
+  }
   const int64_t smem = fused_smem_bytes(cols, depth);
   reserve_dynamic_smem<norm_modulate_bwd_kernel>(kFusedSmemLimit, "norm_modulate backward");
   const int threads = std::max(128, (static_cast<int>(cols / 8) + 31) / 32 * 32);
@@ -565,17 +752,21 @@ std::tuple<at::Tensor, at::Tensor> norm_modulate_bwd(const at::Tensor& grad, con
 
 TORCH_LIBRARY_FRAGMENT(rl_kernel_ops, m) {
   m.def("norm_modulate_fwd(Tensor x, Tensor w, Tensor shift, Tensor scale, Tensor idx, float eps) -> (Tensor, Tensor)");
+  m.def(
+      "norm_modulate_fwd_plan(Tensor x, Tensor w, Tensor shift, Tensor scale, Tensor idx, float eps, int tile_rows) "
+      "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
   m.def("norm_modulate_bwd_dx(Tensor grad, Tensor x, Tensor rstd, Tensor w, Tensor scale, Tensor idx) -> Tensor");
   m.def(
       "norm_modulate_bwd_partials(Tensor grad, Tensor x, Tensor rstd, Tensor w, Tensor scale, Tensor perm, "
       "Tensor seg_start, Tensor tile_start, int tiles, int tile_rows) -> Tensor");
   m.def(
       "norm_modulate_bwd(Tensor grad, Tensor x, Tensor rstd, Tensor w, Tensor scale, Tensor idx, Tensor perm, "
-      "Tensor seg_start, Tensor tile_start, int tiles, int tile_rows) -> (Tensor, Tensor)");
+      "Tensor seg_start, Tensor tile_start, int tiles, int tile_rows, int variant=0) -> (Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(rl_kernel_ops, CUDA, m) {
   m.impl("norm_modulate_fwd", &rlk::norm_modulate_fwd);
+  m.impl("norm_modulate_fwd_plan", &rlk::norm_modulate_fwd_plan);
   m.impl("norm_modulate_bwd_dx", &rlk::norm_modulate_bwd_dx);
   m.impl("norm_modulate_bwd_partials", &rlk::norm_modulate_bwd_partials);
   m.impl("norm_modulate_bwd", &rlk::norm_modulate_bwd);

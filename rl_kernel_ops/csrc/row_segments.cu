@@ -9,8 +9,9 @@
 // Ops:
 //   row_sort_plan(idx int64 (S,), segments, tile_rows) -> (perm int64 (S,), seg_start, tile_start)
 //       the stable sort's permutation (torch.sort(idx, stable=True).indices) and the plan below,
-//       by a counting sort over blocks of 4096 positions (segments <= 256, S <= 65536): two
-//       launches, one counting each block's keys, one scattering.
+//       by a counting sort (segments <= 256, S <= 65536): up to 8192 positions, one block in one
+//       launch; beyond, blocks of 4096 positions in two launches, one counting each block's keys,
+//       one scattering.
 //   row_segment_plan(sorted_idx int64 (S,), segments, tile_rows) -> (seg_start, tile_start)
 //       both int32 (segments + 1,): segment k = sorted positions [seg_start[k], seg_start[k+1]),
 //       tiles [tile_start[k], tile_start[k+1]).
@@ -24,21 +25,11 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include "row_sort.cuh"
 #include "rows_common.cuh"
 
 namespace rlk {
 namespace {
-
-// tile_start[k] = the tiles of the segments before k, segment k making ceil(count / tile_rows)
-// tiles, from seg_start (segments + 1 entries); run by one thread.
-__device__ void write_tile_starts(const int* seg_start, int segments, int tile_rows, int* tile_start) {
-  int tiles = 0;
-  tile_start[0] = 0;
-  for (int k = 0; k < segments; ++k) {
-    tiles += (seg_start[k + 1] - seg_start[k] + tile_rows - 1) / tile_rows;
-    tile_start[k + 1] = tiles;
-  }
-}
 
 __global__ void segment_plan_kernel(const int64_t* __restrict__ sorted, int64_t n, int segments,
                                     int tile_rows, int* __restrict__ seg_start,
@@ -58,40 +49,8 @@ __global__ void segment_plan_kernel(const int64_t* __restrict__ sorted, int64_t 
 
 // ---- row_sort_plan ---------------------------------------------------------------------------
 constexpr int kSortThreads = 1024, kSortWarps = kSortThreads / 32;
-constexpr int kSortMaxKeys = 256;       // keys staged as bytes
-constexpr int kSortMaxRows = 65536;     // at most 16 blocks: a block sums the counts of those before it
-constexpr int kSortBlockRows = 4096;    // positions per block
-constexpr int kSortBatch = 8;           // idx loads issued together
-
-// The positions [begin, end) of one block, warp w owning [begin + w * chunk, begin + (w + 1) *
-// chunk) (chunk a multiple of 32): keys staged as bytes (keys[i - begin]) and each warp's count per
-// key in next[w][k]; returns this warp's positions as (first, end). Every thread of the block calls
-// it (it synchronizes).
-__device__ int2 count_keys_by_warp(const int64_t* __restrict__ idx, int begin, int end, int (*next)[kSortMaxKeys],
-                                   uint8_t* keys) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int i = threadIdx.x; i < kSortWarps * kSortMaxKeys; i += kSortThreads) (&next[0][0])[i] = 0;
-  __syncthreads();
-  const int chunk = ((end - begin + kSortWarps - 1) / kSortWarps + 31) / 32 * 32;
-  const int warp_begin = min(end, begin + warp * chunk), warp_end = min(end, warp_begin + chunk);
-  for (int i0 = warp_begin; i0 < warp_end; i0 += 32 * kSortBatch) {
-    int64_t k[kSortBatch];
-#pragma unroll
-    for (int b = 0; b < kSortBatch; ++b) {
-      const int i = i0 + b * 32 + lane;
-      k[b] = i < warp_end ? idx[i] : -1;
-    }
-#pragma unroll
-    for (int b = 0; b < kSortBatch; ++b) {
-      if (k[b] >= 0) {
-        keys[i0 + b * 32 + lane - begin] = static_cast<uint8_t>(k[b]);
-        atomicAdd(&next[warp][k[b]], 1);
-      }
-    }
-  }
-  __syncthreads();
-  return make_int2(warp_begin, warp_end);
-}
+constexpr int kSortBlockRows = 4096;     // positions per block; kSortMaxRows makes at most 16 blocks
+constexpr int kSortOneBlockRows = 8192;  // up to this many positions, one block sorts them all, in one launch
 
 // Block b counts the keys of positions [b * kSortBlockRows, (b + 1) * kSortBlockRows):
 // block_counts[b * segments + k].
@@ -100,7 +59,7 @@ __global__ void __launch_bounds__(kSortThreads)
   __shared__ int next[kSortWarps][kSortMaxKeys];
   __shared__ uint8_t keys[kSortBlockRows];
   const int begin = blockIdx.x * kSortBlockRows, end = min(n, begin + kSortBlockRows);
-  count_keys_by_warp(idx, begin, end, next, keys);
+  count_keys_by_warp<kSortWarps>(idx, begin, end, next, keys);
   for (int k = threadIdx.x; k < segments; k += kSortThreads) {
     int sum = 0;
     for (int w = 0; w < kSortWarps; ++w) sum += next[w][k];
@@ -108,64 +67,17 @@ __global__ void __launch_bounds__(kSortThreads)
   }
 }
 
-// The stable counting sort's scatter, block b over the same positions as in sort_count_kernel.
-// Key k's first sorted position is the count of all smaller keys (seg_start, written by block 0
-// with the tile plan); block b's first slot in it follows the key's positions in blocks < b, and
-// warp w's the block's positions in warps < w. Each warp then walks its positions in rounds of 32
-// in order; lanes holding the same key take consecutive slots in lane order (__match_any_sync); so
-// every key keeps the positions' order: the stable sort.
+// The scatter of block b over sort_count_kernel's block b's positions (row_sort.cuh), or of the
+// only block (block_counts null, block_rows >= n), with the keys staged in shared memory.
 __global__ void __launch_bounds__(kSortThreads)
-    sort_scatter_kernel(const int64_t* __restrict__ idx, int n, int segments, int tile_rows,
+    sort_scatter_kernel(const int64_t* __restrict__ idx, int n, int segments, int tile_rows, int block_rows,
                         const int* __restrict__ block_counts, int blocks, int64_t* __restrict__ perm,
                         int* __restrict__ seg_start, int* __restrict__ tile_start) {
   __shared__ int next[kSortWarps][kSortMaxKeys];  // counts, then each warp's next slot per key
   __shared__ int first[kSortMaxKeys];             // key k's total, then this block's first slot for k
-  __shared__ uint8_t keys[kSortBlockRows];
-  const int begin = blockIdx.x * kSortBlockRows, end = min(n, begin + kSortBlockRows);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int2 mine = count_keys_by_warp(idx, begin, end, next, keys);
-  for (int k = threadIdx.x; k < segments; k += kSortThreads) {
-    int total = 0;
-    for (int b = 0; b < blocks; ++b) total += block_counts[b * segments + k];
-    first[k] = total;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {  // at most 256 keys: one thread's scan
-    int pos = 0;
-    for (int k = 0; k < segments; ++k) {
-      const int t = first[k];
-      first[k] = pos;
-      pos += t;
-    }
-    if (blockIdx.x == 0) {
-      for (int k = 0; k < segments; ++k) seg_start[k] = first[k];
-      seg_start[segments] = pos;
-      write_tile_starts(seg_start, segments, tile_rows, tile_start);
-    }
-  }
-  __syncthreads();
-  for (int k = threadIdx.x; k < segments; k += kSortThreads) {
-    int slot = first[k];
-    for (int b = 0; b < blockIdx.x; ++b) slot += block_counts[b * segments + k];
-    for (int w = 0; w < kSortWarps; ++w) {
-      const int c = next[w][k];
-      next[w][k] = slot;
-      slot += c;
-    }
-  }
-  __syncthreads();
-  for (int i0 = mine.x; i0 < mine.y; i0 += 32) {
-    const int i = i0 + lane;
-    const int key = i < mine.y ? keys[i - begin] : -1;
-    const unsigned peers = __match_any_sync(0xffffffffu, key);
-    const int slot = key >= 0 ? next[warp][key] : 0;
-    __syncwarp();
-    if (key >= 0) {
-      perm[slot + __popc(peers & ((1u << lane) - 1))] = i;
-      if (lane == __ffs(peers) - 1) next[warp][key] = slot + __popc(peers);
-    }
-    __syncwarp();
-  }
+  __shared__ uint8_t keys[kSortOneBlockRows];
+  sort_positions<kSortWarps>(idx, n, segments, tile_rows, blockIdx.x, block_rows, block_counts, blocks, perm,
+                             seg_start, tile_start, next, first, keys);
 }
 
 constexpr int kFoldBatch = 16;  // loads issued together; the adds stay in ascending tile order
@@ -201,25 +113,27 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> row_sort_plan(const at::Tensor& i
                                                              int64_t tile_rows) {
   TORCH_CHECK(idx.is_cuda() && idx.scalar_type() == at::kLong && idx.dim() == 1 && idx.is_contiguous(),
               "row_sort_plan: idx must be a contiguous 1-D int64 CUDA tensor");
-  TORCH_CHECK(segments >= 1 && segments <= kSortMaxKeys, "row_sort_plan: at most ", kSortMaxKeys, " table rows");
-  TORCH_CHECK(idx.numel() <= kSortMaxRows, "row_sort_plan: at most ", kSortMaxRows, " positions");
-  TORCH_CHECK(tile_rows >= 1, "row_sort_plan: bad tile_rows");
+  check_sort_plan(idx.numel(), segments, tile_rows, "row_sort_plan");
   const c10::cuda::CUDAGuard guard(idx.device());
   at::Tensor perm = at::empty_like(idx);
   auto opts = idx.options().dtype(at::kInt);
   at::Tensor seg_start = at::empty({segments + 1}, opts);
   at::Tensor tile_start = at::empty({segments + 1}, opts);
   const int n = static_cast<int>(idx.numel());
-  const int blocks = std::max(1, (n + kSortBlockRows - 1) / kSortBlockRows);
-  at::Tensor block_counts = at::empty({blocks, segments}, opts);
   const auto stream = c10::cuda::getCurrentCUDAStream();
-  sort_count_kernel<<<blocks, kSortThreads, 0, stream>>>(idx.data_ptr<int64_t>(), n, static_cast<int>(segments),
-                                                         block_counts.data_ptr<int>());
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const bool one_block = n <= kSortOneBlockRows;
+  const int blocks = one_block ? 1 : (n + kSortBlockRows - 1) / kSortBlockRows;
+  at::Tensor block_counts;
+  if (!one_block) {
+    block_counts = at::empty({blocks, segments}, opts);
+    sort_count_kernel<<<blocks, kSortThreads, 0, stream>>>(idx.data_ptr<int64_t>(), n, static_cast<int>(segments),
+                                                           block_counts.data_ptr<int>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
   sort_scatter_kernel<<<blocks, kSortThreads, 0, stream>>>(
       idx.data_ptr<int64_t>(), n, static_cast<int>(segments), static_cast<int>(tile_rows),
-      block_counts.data_ptr<int>(), blocks, perm.data_ptr<int64_t>(), seg_start.data_ptr<int>(),
-      tile_start.data_ptr<int>());
+      one_block ? kSortOneBlockRows : kSortBlockRows, one_block ? nullptr : block_counts.data_ptr<int>(), blocks,
+      perm.data_ptr<int64_t>(), seg_start.data_ptr<int>(), tile_start.data_ptr<int>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {perm, seg_start, tile_start};
 }
