@@ -9,11 +9,11 @@ what). Properties:
 - row outputs and row gradients come from one row's data with a fixed thread layout: batch-invariant;
 - table and parameter gradients: positions in the order of ``torch.sort(idx, stable=True)`` (a
   counting sort up to 256 table rows and 65536 positions, torch.sort itself beyond; up to 8192
-  positions, norm_modulate's forward sorts it in its own launch when the tables need gradients,
-  else the backward by ``row_sort_plan``: one block up to 8192 positions, else blocks of 4096), per-tile FP32 partial
-  sums in sorted order, tiles folded in ascending order, cast to BF16 once (by the fold's own
-  launch) — deterministic, and no sum uses atomics (the counting sort counts with shared-memory
-  integer atomics, which give the same counts in any order).
+  positions norm_modulate's forward sorts it in its own launch when the tables need gradients,
+  else the backward by ``row_sort_plan``: one block up to 8192 positions, else blocks of 4096),
+  per-tile FP32 partial sums in sorted order, tiles folded in ascending order, cast to BF16 once
+  (by the fold's own launch) — deterministic, and no sum uses atomics (the counting sort counts
+  with shared-memory integer atomics, which give the same counts in any order).
 Inputs are validated (``_row_checks``) before anything is launched; the index range check reads
 two numbers back from the GPU the first time an index tensor is seen (a synchronization), and is
 skipped while the same unmodified idx is reused. The backward never synchronizes.
@@ -51,10 +51,6 @@ def _sort_key_dtype(table_rows: int) -> torch.dtype:
 SORT_PLAN_MAX_TABLE_ROWS, SORT_PLAN_MAX_ROWS, FORWARD_PLAN_MAX_ROWS = 256, 65536, 8192
 
 
-def _counting_sort_fits(rows: int, table_rows: int) -> bool:
-    return table_rows <= SORT_PLAN_MAX_TABLE_ROWS and rows <= SORT_PLAN_MAX_ROWS
-
-
 def _tile_bound(rows: int, table_rows: int) -> int:
     """An upper bound on the plan's tiles: ceil(count / TILE_ROWS) per table row."""
     return -(-rows // TILE_ROWS) + table_rows
@@ -64,7 +60,7 @@ def _plan(ops, idx: torch.Tensor, table_rows: int):
     """Stable sort of the positions by table row and the tile plan of the segmented sums: a
     counting sort where it fits (row_sort_plan), else torch.sort on narrowed keys and
     row_segment_plan. Both give the permutation of torch.sort(idx, stable=True)."""
-    if _counting_sort_fits(idx.shape[0], table_rows):
+    if table_rows <= SORT_PLAN_MAX_TABLE_ROWS and idx.shape[0] <= SORT_PLAN_MAX_ROWS:
         perm, seg_start, tile_start = ops.row_sort_plan(idx, table_rows, TILE_ROWS)
     else:
         sorted_keys, perm = torch.sort(idx.to(_sort_key_dtype(table_rows)), stable=True)
