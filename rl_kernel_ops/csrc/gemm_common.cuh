@@ -1,5 +1,5 @@
 // Shared pieces of the GEMM ops (timestep_mlp.cu, adaln_projection.cu); reserve_dynamic_smem and
-// multiprocessors serve the row ops too.
+// device_facts serve the row ops too.
 //
 // The canonical summation order of every batch-invariant GEMM here ("fixed split-K"):
 //   K is cut into `splits` equal chunks (a constant of the op, never a function of the row count);
@@ -48,16 +48,21 @@ inline void reserve_dynamic_smem(int bytes, const char* what) {
   if (device < 64) reserved[device] = bytes;
 }
 
-// The current device's multiprocessor count, read once per device.
-inline int multiprocessors() {
-  static int count[64] = {};
+// Per-device facts the launchers need on every call, read once: SM count and opt-in shared memory.
+struct DeviceFacts {
+  int sms = 0, smem_optin = 0;
+};
+inline const DeviceFacts& device_facts() {
+  static DeviceFacts facts[64];
   int device = 0;
   C10_CUDA_CHECK(cudaGetDevice(&device));
-  if (device < 64 && count[device] > 0) return count[device];
-  int sms = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  if (device < 64) count[device] = sms;
-  return sms;
+  TORCH_CHECK(device < 64, "rl_kernel_ops: device index ", device, " >= 64");
+  DeviceFacts& f = facts[device];
+  if (f.sms == 0) {
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&f.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, device));
+  }
+  return f;
 }
 
 // The shared-state-space address of a pointer into shared memory.

@@ -482,8 +482,7 @@ inline void launch_persistent(const bf16* A, const bf16* W, const bf16* bias, bf
   int fit = device < 64 ? max_clusters[device] : 0;
   if (fit == 0) {
     reserve_dynamic_smem<kernel>(C::SMEM, "wgmma_gemm");
-    int sms = 0;
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const int sms = device_facts().sms;
     cfg.gridDim = dim3(sms / CM * CM);
     const cudaError_t err = cudaOccupancyMaxActiveClusters(&fit, kernel, &cfg);
     TORCH_CHECK(err == cudaSuccess && fit > 0, "wgmma_gemm: no cluster of ", CM, " CTAs fits: ",
@@ -504,23 +503,6 @@ inline void launch_persistent(const bf16* A, const bf16* W, const bf16* bias, bf
 // of the copy bandwidth at T = 1 / 3 / 8, against 92 / 94 / 93 % for variant 1 (64 x 256 tiles)
 // after the silu kernel (docs/evidence/h200/check_adaln_smallt.*).
 using Stream = StreamConfig<256, 5, 2>;
-
-// Per-device facts the launchers need on every call, read once: SM count and opt-in shared memory.
-struct DeviceFacts {
-  int sms = 0, smem_optin = 0;
-};
-inline const DeviceFacts& device_facts() {
-  static DeviceFacts facts[64];
-  int device = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&device));
-  TORCH_CHECK(device < 64, "wgmma_gemm: device index ", device, " >= 64");
-  DeviceFacts& f = facts[device];
-  if (f.sms == 0) {
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&f.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, device));
-  }
-  return f;
-}
 
 // Whether the W-streaming kernel covers this problem: 1..8 rows, whole 256-row tiles, K a multiple
 // of 64, shared memory (which grows with K: all of a stays resident) within the device's limit, an

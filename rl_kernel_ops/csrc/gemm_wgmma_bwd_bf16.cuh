@@ -248,11 +248,10 @@ inline void launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUt
   int fit = device < 64 ? resident[device] : 0;
   if (fit == 0) {
     reserve_dynamic_smem<kernel>(Cfg::SMEM, "wgmma_bwd");
-    int sms = 0, per_sm = 0;
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    int per_sm = 0;
     C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Cfg::THREADS, Cfg::SMEM));
     TORCH_CHECK(per_sm > 0, "wgmma_bwd: the kernel does not fit on a multiprocessor");
-    fit = sms * per_sm;
+    fit = device_facts().sms * per_sm;
     if (device < 64) resident[device] = fit;
   }
   const int tiles_m = (M + BM - 1) / BM, tiles_n = N / BN;

@@ -30,7 +30,6 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
-
 #include "row_sort.cuh"
 #include "rows_common.cuh"
 #include "wgmma_common.cuh"
@@ -600,7 +599,7 @@ struct OverlapLaunch {
 inline bool overlap_backward(int64_t tiles, int64_t variant) {
   TORCH_CHECK(variant >= 0 && variant <= 2, "norm_modulate backward: variant must be 0, 1 or 2");
   if (variant != 0) return variant == 2;
-  return tiles * 4 < int64_t{multiprocessors()} * 3;
+  return tiles * 4 < int64_t{device_facts().sms} * 3;
 }
 
 void check_common(const at::Tensor& x, const at::Tensor& w, const at::Tensor& scale) {
