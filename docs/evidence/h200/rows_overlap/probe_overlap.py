@@ -22,10 +22,15 @@ from audit.core.inputs import packed_index  # noqa: E402
 from rl_kernel_ops import _build, cuda_rows  # noqa: E402
 
 
-def main() -> None:
+VARIANTS = (("fused", 1), ("overlapped", 2), ("chosen", 0))
+
+
+def probe(sizes: str, variants=VARIANTS) -> None:
+    """One line per S of the comma-separated `sizes`: the split pair's time, then each (name,
+    variant)'s time and whether its bits are the split pair's."""
     _build.load_extension()
     ops = torch.ops.rl_kernel_ops
-    for S in (int(s) for s in sys.argv[1].split(",")):
+    for S in (int(s) for s in sizes.split(",")):
         torch.manual_seed(S)
         x, w = random_bf16((S, H), 2.0), (0.5 + torch.rand(H, device="cuda")).to(torch.bfloat16)
         sc, g = random_bf16((R, H), 0.1), random_bf16((S, H))
@@ -42,7 +47,7 @@ def main() -> None:
             )
         )
         line = f"S={S:6d} tiles {real:4d}  split {split:6.1f} us"
-        for name, variant in (("fused", 1), ("overlapped", 2), ("chosen", 0)):
+        for name, variant in variants:
             d, p = ops.norm_modulate_bwd(g, x, rstd, w, sc, idx, *plan, variant)
             same = same_bits(d, dx) and same_bits(p[:, :real], partials)
             t = us(lambda: ops.norm_modulate_bwd(g, x, rstd, w, sc, idx, *plan, variant))  # noqa: B023
@@ -51,4 +56,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    probe(sys.argv[1])
