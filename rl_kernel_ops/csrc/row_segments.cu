@@ -57,9 +57,8 @@ constexpr int kSortOneBlockRows = 8192;  // up to this many positions, one block
 __global__ void __launch_bounds__(kSortThreads)
     sort_count_kernel(const int64_t* __restrict__ idx, int n, int segments, int* __restrict__ block_counts) {
   __shared__ int next[kSortWarps][kSortMaxKeys];
-  __shared__ uint8_t keys[kSortBlockRows];
   const int begin = blockIdx.x * kSortBlockRows, end = min(n, begin + kSortBlockRows);
-  count_keys_by_warp<kSortWarps>(idx, begin, end, next, keys);
+  count_keys_by_warp<kSortWarps>(idx, begin, end, next, nullptr);  // counts only: no keys staged
   for (int k = threadIdx.x; k < segments; k += kSortThreads) {
     int sum = 0;
     for (int w = 0; w < kSortWarps; ++w) sum += next[w][k];

@@ -77,8 +77,8 @@ __device__ int2 count_keys_by_warp(const int64_t* __restrict__ idx, int begin, i
 // follows the key's positions in blocks before it, and warp w's the block's positions in warps
 // before w. Each warp then walks its positions in rounds of 32 in order; lanes holding the same
 // key take consecutive slots in lane order (__match_any_sync); so every key keeps the positions'
-// order: the stable sort. `keys` (block_rows bytes of shared memory) may be null: the keys are
-// then read from idx again.
+// order: the stable sort. `keys`: block_rows bytes of shared memory, where the count stages the
+// keys for the scatter.
 template <int Warps>
 __device__ void sort_positions(const int64_t* __restrict__ idx, int n, int segments, int tile_rows, int block,
                                int block_rows, const int* __restrict__ block_counts, int blocks,
@@ -126,7 +126,7 @@ __device__ void sort_positions(const int64_t* __restrict__ idx, int n, int segme
 #pragma unroll
     for (int b = 0; b < kSortBatch; ++b) {
       const int i = i0 + b * 32 + lane;
-      key[b] = i >= mine.y ? -1 : keys != nullptr ? keys[i - begin] : static_cast<int>(idx[i]);
+      key[b] = i < mine.y ? keys[i - begin] : -1;
     }
 #pragma unroll
     for (int b = 0; b < kSortBatch; ++b) {
