@@ -7,7 +7,10 @@
 //     rstd = rsqrtf(mean + eps) (torch: c10::cuda::compat::rsqrt, i.e. rsqrtf);
 //   - n = bf16(w * (rstd * x)) in FP32 (torch's kernel writes gamma * (rstd * x) rounded once);
 //   - p = bf16(1 + scale[i]), computed per element with the rounding of eager's add over the table
-//     (FP32 sum, round to nearest even); m = bf16(n * p);
+//     (FP32 sum, round to nearest even); m = bf16(n * p) by one bf16x2 multiply, the bits of eager's
+//     FP32 product rounded to BF16: n and p are BF16, so that product is exact, except below 2^-126,
+//     where its rounding to FP32 never lands on a BF16 tie the exact product is not on (that needs
+//     17 significant bits, or (2^16 - 1) * 2^-150, whose factor 257 no 8-bit significand has);
 //     out = bf16(m + shift[i]) — one rounding per eager op.
 // The per-row rstd (FP32) is returned for the backward.
 // norm_modulate_fwd_plan's launch has one block more, which sorts the backward's plan of idx
@@ -123,17 +126,17 @@ __global__ void __launch_bounds__(kRowThreads)
       unpack4(__ldg(wv + i), wf);
       unpack4(__ldg(sh + i), shf);
       unpack4(__ldg(sc + i), pf);
-      one_plus_rounded<4>(pf);
 #pragma unroll
       for (int e = 0; e < 4; ++e) n[e] = __fmul_rn(wf[e], __fmul_rn(r, xf[e]));
-      round_bf16_pair(n[0], n[1]);
-      round_bf16_pair(n[2], n[3]);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) y[e] = __fmul_rn(n[e], pf[e]);
-      round_bf16_pair(y[0], y[1]);
-      round_bf16_pair(y[2], y[3]);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) y[e] = __fadd_rn(y[e], shf[e]);
+      for (int e = 0; e < 4; e += 2) {  // n and p rounded to BF16, m = n * p by one bf16x2 multiply
+        const __nv_bfloat162 n2 = __floats2bfloat162_rn(n[e], n[e + 1]);
+        const __nv_bfloat162 p2 = __floats2bfloat162_rn(__fadd_rn(1.f, pf[e]), __fadd_rn(1.f, pf[e + 1]));
+        const __nv_bfloat162 m2 = __hmul2(n2, p2);
+        const uint32_t u = *reinterpret_cast<const uint32_t*>(&m2);
+        y[e] = __fadd_rn(__uint_as_float(u << 16), shf[e]);
+        y[e + 1] = __fadd_rn(__uint_as_float(u & 0xffff0000u), shf[e + 1]);
+      }
       o[i] = pack4(y);
     }
   }

@@ -141,6 +141,46 @@ def test_forward_bitwise_equal_to_eager(op, rows):
         assert same_bits(call(cuda_rows, op, t), eager(op, t))
 
 
+def spread_bf16(gen, shape, lo: int, hi: int) -> torch.Tensor:
+    """Random signs and magnitudes 2^U(lo, hi) * U(1, 2), rounded to BF16 (subnormals below 2^-126)."""
+    sign = torch.where(torch.rand(shape, generator=gen) < 0.5, -1.0, 1.0)
+    e = torch.randint(lo, hi, shape, generator=gen).float()
+    return (sign * torch.exp2(e) * (1 + torch.rand(shape, generator=gen))).to(BF16)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_norm_modulate_forward_bitwise_equal_to_eager_over_the_bf16_range(seed):
+    """The forward against eager, bitwise, where the products and sums leave the normal range: x over
+    2^-140 ... 2^40 with rows of subnormals only (products n * p below 2^-126), rows of zeros, rows
+    with one NaN, inf or -inf; w over 2^-30 ... 2^10; scale near -1 (1 + scale small or 0), tiny or
+    large; shift over 2^-140 ... 2^30."""
+    gen = torch.Generator().manual_seed(seed)
+    rows = 256
+    x = spread_bf16(gen, (rows, H), -140, 40)
+    kind = torch.randint(0, 10, (rows,), generator=gen)
+    x[kind == 0] = spread_bf16(gen, (int((kind == 0).sum()), H), -140, -100)
+    x[kind == 1] = 0
+    for r in torch.nonzero(kind == 2).flatten().tolist():
+        x[r, r * 37 % H] = (float("nan"), float("inf"), float("-inf"))[r % 3]
+    near_minus_one = (-1 + torch.randint(-8, 9, (R, H), generator=gen).float() * 2.0**-8).to(BF16)
+    which = torch.randint(0, 3, (R, H), generator=gen)
+    scale = torch.where(
+        which == 0,
+        near_minus_one,
+        torch.where(which == 1, spread_bf16(gen, (R, H), -140, -10), spread_bf16(gen, (R, H), -10, 20)),
+    )
+    t = dict(
+        x=x,
+        w=spread_bf16(gen, (H,), -30, 10),
+        shift=spread_bf16(gen, (R, H), -140, 30),
+        scale=scale,
+        idx=torch.randint(0, R, (rows,), generator=gen),
+    )
+    t = {k: v.to(DEV) for k, v in t.items()}
+    with torch.no_grad():
+        assert differ(call(cuda_rows, "norm_modulate", t), eager("norm_modulate", t)) == 0
+
+
 @pytest.mark.parametrize("hidden", [8, 1032, 16384])
 def test_norm_modulate_other_widths(hidden):
     """The other register layouts (H <= 2048 and H <= 16384): eager bits and the reference's bits."""
