@@ -40,23 +40,30 @@
 namespace rlk {
 namespace {
 
-// Rounds two FP32 values to BF16 and widens them back with one conversion instruction: the bits
-// of round_bf16 on each.
-__device__ __forceinline__ void round_bf16_pair(float& a, float& b) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);  // a in the low half
+// A BF16 pair widened to two FP32 values, the low half into a.
+__device__ __forceinline__ void widen_bf16_pair(__nv_bfloat162 h, float& a, float& b) {
   const uint32_t u = *reinterpret_cast<const uint32_t*>(&h);
   a = __uint_as_float(u << 16);
   b = __uint_as_float(u & 0xffff0000u);
 }
 
-// p = bf16(1 + scale) in place for N (even) values of a scale row, with the rounding of eager's
-// add over the table (the FP32 sum, rounded to nearest even).
+// Rounds two FP32 values to BF16 and widens them back with one conversion instruction: the bits
+// of round_bf16 on each.
+__device__ __forceinline__ void round_bf16_pair(float& a, float& b) {
+  widen_bf16_pair(__floats2bfloat162_rn(a, b), a, b);
+}
+
+// bf16(1 + a) and bf16(1 + b) of two scale values, packed (a in the low half), with the rounding of
+// eager's add over the table (the FP32 sum, rounded to nearest even).
+__device__ __forceinline__ __nv_bfloat162 one_plus_pair(float a, float b) {
+  return __floats2bfloat162_rn(__fadd_rn(1.f, a), __fadd_rn(1.f, b));
+}
+
+// p = bf16(1 + scale) in place for N (even) values of a scale row (one_plus_pair, widened).
 template <int N>
 __device__ __forceinline__ void one_plus_rounded(float p[N]) {
 #pragma unroll
-  for (int e = 0; e < N; ++e) p[e] = __fadd_rn(1.f, p[e]);
-#pragma unroll
-  for (int e = 0; e < N; e += 2) round_bf16_pair(p[e], p[e + 1]);
+  for (int e = 0; e < N; e += 2) widen_bf16_pair(one_plus_pair(p[e], p[e + 1]), p[e], p[e + 1]);
 }
 
 // The backward's plan (row_sort.cuh) where the forward's launch sorts it: up to kFwdPlanMaxRows
@@ -129,14 +136,11 @@ __global__ void __launch_bounds__(kRowThreads)
 #pragma unroll
       for (int e = 0; e < 4; ++e) n[e] = __fmul_rn(wf[e], __fmul_rn(r, xf[e]));
 #pragma unroll
-      for (int e = 0; e < 4; e += 2) {  // n and p rounded to BF16, m = n * p by one bf16x2 multiply
-        const __nv_bfloat162 n2 = __floats2bfloat162_rn(n[e], n[e + 1]);
-        const __nv_bfloat162 p2 = __floats2bfloat162_rn(__fadd_rn(1.f, pf[e]), __fadd_rn(1.f, pf[e + 1]));
-        const __nv_bfloat162 m2 = __hmul2(n2, p2);
-        const uint32_t u = *reinterpret_cast<const uint32_t*>(&m2);
-        y[e] = __fadd_rn(__uint_as_float(u << 16), shf[e]);
-        y[e + 1] = __fadd_rn(__uint_as_float(u & 0xffff0000u), shf[e + 1]);
-      }
+      for (int e = 0; e < 4; e += 2)  // n and p rounded to BF16, m = n * p by one bf16x2 multiply
+        widen_bf16_pair(__hmul2(__floats2bfloat162_rn(n[e], n[e + 1]), one_plus_pair(pf[e], pf[e + 1])), y[e],
+                        y[e + 1]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) y[e] = __fadd_rn(y[e], shf[e]);
       o[i] = pack4(y);
     }
   }
