@@ -1,6 +1,11 @@
-"""The tree of .dev/inb (PYTHONPATH=.dev/inb first, PYTHONSAFEPATH=1): the overlapped backward
-(variant 2) against the tile-dx kernel (3: every dx in the tile blocks; 4: half; 5: two thirds;
-6: one third), each with its bits against the split pair."""
+"""The backward variants of the tree of tiledx_attempt.diff (run with that tree first on PYTHONPATH and
+PYTHONSAFEPATH=1), each timed and its bits compared with the split pair's (../rows_overlap/probe_overlap.py):
+2 the overlapped kernel; 3 to 6 the tile-dx kernel with every dx, a half, two thirds or a third of
+them in the tile blocks; 7 and 8 the two-group blocks at 4 and 3 blocks per SM; 11 the sliced kernel's
+first form. Sizes, then name=variant pairs:
+
+    python probe_tiledx.py 1024,4097 overlapped=2,tdx_all=3
+"""
 
 import sys
 from pathlib import Path
