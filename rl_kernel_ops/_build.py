@@ -56,11 +56,15 @@ def load_extension() -> None:
     sources = sorted(str(p) for p in CSRC.glob("*.cu"))
     library = build_dir / f"{EXTENSION_NAME}.so"
     # torch adds no arch flags of its own when -gencode is already among the CUDA flags.
+    # --exclude-libs keeps whatever the link takes from static archives private to the library: a
+    # toolchain that links libstdc++ statically (the H200 machine's $CXX does) would otherwise
+    # export a second copy of it, and a C++ check that formats a number would kill the process.
     kwargs = dict(
         name=EXTENSION_NAME,
         sources=sources,
         extra_cflags=["-O3", "-std=c++17"],
         extra_cuda_cflags=["-O3", "-std=c++17", "-lineinfo", *_arch_flags(capability)],
+        extra_ldflags=["-Wl,--exclude-libs,ALL"],
         build_directory=str(build_dir),
         is_python_module=False,
         verbose=False,
