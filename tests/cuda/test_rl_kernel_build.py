@@ -36,9 +36,9 @@ for name, call in calls.items():
 
 
 def test_a_refused_input_whose_message_formats_a_number_raises():
-    """In a process of its own, so that a crash fails this test alone: the two checks format a
-    dimension and a limit into their messages, which killed the process (SIGSEGV) while the
-    extension exported the libstdc++ its toolchain had linked statically."""
+    """In a process of its own, so that a crash fails this test alone. Both checks format a number
+    into their message (a dimension, a limit): the path that kills the process where the extension
+    exports a copy of libstdc++ beside the process's own (docs/evidence/h200/libstdcxx/)."""
     done = subprocess.run([sys.executable, "-c", REFUSALS], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, (done.returncode, done.stderr[-3000:])
     raised = dict(line.split(" | ", 1) for line in done.stdout.splitlines())
