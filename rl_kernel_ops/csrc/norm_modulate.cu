@@ -6,12 +6,13 @@
 //     t, t + 128, ... and adds their squares in order, then block_sum_torch_order; mean = sum / H;
 //     rstd = rsqrtf(mean + eps) (torch: c10::cuda::compat::rsqrt, i.e. rsqrtf);
 //   - n = bf16(w * (rstd * x)) in FP32 (torch's kernel writes gamma * (rstd * x) rounded once);
-//   - p = bf16(1 + scale[i]), computed per element with the rounding of eager's add over the table
-//     (FP32 sum, round to nearest even); m = bf16(n * p) by one bf16x2 multiply, the bits of eager's
-//     FP32 product rounded to BF16: n and p are BF16, so that product is exact, except below 2^-126,
-//     where its rounding to FP32 never lands on a BF16 tie the exact product is not on (that needs
-//     17 significant bits, or (2^16 - 1) * 2^-150, whose factor 257 no 8-bit significand has);
-//     out = bf16(m + shift[i]) — one rounding per eager op.
+//   - p = bf16(1 + scale[i]), computed per element by one bf16x2 add, the bits of eager's add over
+//     the table (FP32 sum, rounded to nearest even; one_plus_pair gives the argument);
+//     m = bf16(n * p) by one bf16x2 multiply, the bits of eager's FP32 product rounded to BF16: n
+//     and p are BF16, so that product is exact, except below 2^-126, where its rounding to FP32
+//     never lands on a BF16 tie the exact product is not on (that needs 17 significant bits, or
+//     (2^16 - 1) * 2^-150, whose factor 257 no 8-bit significand has); out = bf16(m + shift[i]) by
+//     one bf16x2 add, as p — one rounding per eager op.
 // The per-row rstd (FP32) is returned for the backward.
 // norm_modulate_fwd_plan's launch has one block more, which sorts the backward's plan of idx
 // (row_sort.cuh) while the others normalize rows: the backward then starts with it.
@@ -53,17 +54,36 @@ __device__ __forceinline__ void round_bf16_pair(float& a, float& b) {
   widen_bf16_pair(__floats2bfloat162_rn(a, b), a, b);
 }
 
-// bf16(1 + a) and bf16(1 + b) of two scale values, packed (a in the low half), with the rounding of
-// eager's add over the table (the FP32 sum, rounded to nearest even).
-__device__ __forceinline__ __nv_bfloat162 one_plus_pair(float a, float b) {
-  return __floats2bfloat162_rn(__fadd_rn(1.f, a), __fadd_rn(1.f, b));
+__device__ __forceinline__ __nv_bfloat162 as_bf16x2(uint32_t u) {
+  return *reinterpret_cast<const __nv_bfloat162*>(&u);
 }
 
-// p = bf16(1 + scale) in place for N (even) values of a scale row (one_plus_pair, widened).
-template <int N>
-__device__ __forceinline__ void one_plus_rounded(float p[N]) {
+__device__ __forceinline__ uint32_t bf16x2_bits(__nv_bfloat162 h) {
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// bf16(1 + scale) of a pair of scale values (raw BF16 bits, packed), by one add.rn.bf16x2: it rounds
+// the exact sum once, eager rounds it to FP32 and then to BF16, and for two BF16 operands these
+// agree: the exact sum fits FP32's 24 bits unless the exponents differ by 16 or more, and then the
+// smaller operand is far below half a BF16 step of the larger, so both roundings give the larger
+// (an exhaustive check of every BF16 pair on the H200, docs/evidence/h200/rows_bf16x2/).
+__device__ __forceinline__ __nv_bfloat162 one_plus_pair(uint32_t scale2) {
+  return __hadd2_rn(__float2bfloat162_rn(1.f), as_bf16x2(scale2));
+}
+
+// p = bf16(1 + scale) for the 8 values of one 16-byte vector of a scale row, widened to FP32.
+__device__ __forceinline__ void one_plus8(uint4 scale8, float p[8]) {
+  const uint32_t u[4] = {scale8.x, scale8.y, scale8.z, scale8.w};
 #pragma unroll
-  for (int e = 0; e < N; e += 2) widen_bf16_pair(one_plus_pair(p[e], p[e + 1]), p[e], p[e + 1]);
+  for (int e = 0; e < 4; ++e) widen_bf16_pair(one_plus_pair(u[e]), p[2 * e], p[2 * e + 1]);
+}
+
+// bf16(bf16(n * p) + shift) for a pair of columns, with p = bf16(1 + scale): eager's three BF16 ops,
+// each rounded once by a bf16x2 instruction (see one_plus_pair for the add, the file's header for
+// the product); scale2 and shift2 are raw BF16 pairs, n is rounded to BF16 here.
+__device__ __forceinline__ uint32_t modulate_pair(float n0, float n1, uint32_t scale2, uint32_t shift2) {
+  const __nv_bfloat162 m = __hmul2_rn(__floats2bfloat162_rn(n0, n1), one_plus_pair(scale2));
+  return bf16x2_bits(__hadd2_rn(m, as_bf16x2(shift2)));
 }
 
 // The backward's plan (row_sort.cuh) where the forward's launch sorts it: up to kFwdPlanMaxRows
@@ -128,20 +148,13 @@ __global__ void __launch_bounds__(kRowThreads)
   for (int k = 0; k < NV; ++k) {
     const int i = threadIdx.x + k * kRowThreads;
     if (i < nvec) {
-      float xf[4], wf[4], shf[4], pf[4], n[4], y[4];
+      float xf[4], wf[4], n[4];
       unpack4(xv[k], xf);
       unpack4(__ldg(wv + i), wf);
-      unpack4(__ldg(sh + i), shf);
-      unpack4(__ldg(sc + i), pf);
+      const uint2 shv = __ldg(sh + i), scv = __ldg(sc + i);
 #pragma unroll
       for (int e = 0; e < 4; ++e) n[e] = __fmul_rn(wf[e], __fmul_rn(r, xf[e]));
-#pragma unroll
-      for (int e = 0; e < 4; e += 2)  // n and p rounded to BF16, m = n * p by one bf16x2 multiply
-        widen_bf16_pair(__hmul2(__floats2bfloat162_rn(n[e], n[e + 1]), one_plus_pair(pf[e], pf[e + 1])), y[e],
-                        y[e + 1]);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) y[e] = __fadd_rn(y[e], shf[e]);
-      o[i] = pack4(y);
+      o[i] = make_uint2(modulate_pair(n[0], n[1], scv.x, shv.x), modulate_pair(n[2], n[3], scv.y, shv.y));
     }
   }
 }
@@ -152,8 +165,7 @@ __device__ __forceinline__ void modulated_grad8(uint4 g, const uint4* w8, const 
   float gf[8], wf[8], p[8];
   unpack8(g, gf);
   unpack8(__ldg(w8), wf);
-  unpack8(__ldg(scale8), p);
-  one_plus_rounded<8>(p);
+  one_plus8(__ldg(scale8), p);
 #pragma unroll
   for (int e = 0; e < 8; ++e) a[e] = __fmul_rn(wf[e], __fmul_rn(gf[e], p[e]));
 }
@@ -285,8 +297,7 @@ __device__ __forceinline__ void tile_partials8(const uint16_t* __restrict__ grad
   const int64_t nvec = cols / 8;
   float wf[8], p[8];
   unpack8(__ldg(reinterpret_cast<const uint4*>(w) + v), wf);
-  unpack8(__ldg(reinterpret_cast<const uint4*>(scale + tr.segment * cols) + v), p);
-  one_plus_rounded<8>(p);
+  one_plus8(__ldg(reinterpret_cast<const uint4*>(scale + tr.segment * cols) + v), p);
   float s_shift[8], s_scale[8], s_w[8];
 #pragma unroll
   for (int e = 0; e < 8; ++e) s_shift[e] = s_scale[e] = s_w[e] = 0.f;
@@ -488,8 +499,7 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 1)
   if (v < nvec) {
     const uint4 wv = __ldg(reinterpret_cast<const uint4*>(w) + v);
     unpack8(wv, wf);
-    unpack8(__ldg(reinterpret_cast<const uint4*>(scale + tr.segment * cols) + v), p);
-    one_plus_rounded<8>(p);
+    one_plus8(__ldg(reinterpret_cast<const uint4*>(scale + tr.segment * cols) + v), p);
     w_s[v] = wv;
     p_s[v] = pack8(p);
   }

@@ -41,11 +41,15 @@ __device__ __forceinline__ void unpack4(uint2 u, float f[4]) {
   f[3] = __uint_as_float(u.y & 0xffff0000u);
 }
 
+// Two FP32 values rounded to BF16 by one paired conversion (element a in the low half): the bits
+// of float_to_bf16_bits on each, NaN included (docs/evidence/h200/rows_bf16x2/).
+__device__ __forceinline__ uint32_t pack2(float a, float b) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
 __device__ __forceinline__ uint2 pack4(const float f[4]) {
-  uint2 u;
-  u.x = float_to_bf16_bits(f[0]) | (float_to_bf16_bits(f[1]) << 16);
-  u.y = float_to_bf16_bits(f[2]) | (float_to_bf16_bits(f[3]) << 16);
-  return u;
+  return make_uint2(pack2(f[0], f[1]), pack2(f[2], f[3]));
 }
 
 // 8 BF16 values in 16 bytes.
