@@ -47,7 +47,8 @@ def _sort_key_dtype(table_rows: int) -> torch.dtype:
 
 
 # Limits of row_sort_plan (csrc/row_sort.cuh: kSortMaxKeys, kSortMaxRows) and of the plan sorted
-# by norm_modulate's forward (csrc/norm_modulate.cu: kFwdPlanMaxRows).
+# by norm_modulate's forward (csrc/norm_modulate.cu: kFwdPlanMaxRows); a CPU test reads them against
+# those constants (tests/rl_kernel_ops/test_reference_rows.py).
 SORT_PLAN_MAX_TABLE_ROWS, SORT_PLAN_MAX_ROWS, FORWARD_PLAN_MAX_ROWS = 256, 65536, 8192
 
 

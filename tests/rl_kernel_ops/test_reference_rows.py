@@ -8,6 +8,9 @@ batch invariance; input validation.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -177,6 +180,23 @@ def test_the_plans_narrow_sort_keys_give_the_int64_sorts_permutation(table_rows)
     narrow = idx.to(cuda_rows._sort_key_dtype(table_rows))
     assert torch.equal(narrow.long(), idx)
     assert torch.equal(torch.sort(narrow, stable=True).indices, torch.sort(idx, stable=True).indices)
+
+
+def test_the_plan_limits_are_the_kernels():
+    """cuda_rows chooses the kernels' plan (row_sort_plan, the forward's sort) by the limits that
+    the C++ checks enforce, and its tiles fit the kernels' shared memory: each Python constant is
+    read against its constexpr in csrc, so a change on one side alone fails here, on a CPU."""
+    csrc = Path(cuda_rows.__file__).parent / "csrc"
+
+    def constexpr(file: str, name: str) -> int:
+        found = re.search(rf"constexpr int {name} = (\d+);", (csrc / file).read_text())
+        assert found, f"{name} not in {file}"
+        return int(found.group(1))
+
+    assert constexpr("row_sort.cuh", "kSortMaxKeys") == cuda_rows.SORT_PLAN_MAX_TABLE_ROWS
+    assert constexpr("row_sort.cuh", "kSortMaxRows") == cuda_rows.SORT_PLAN_MAX_ROWS
+    assert constexpr("norm_modulate.cu", "kFwdPlanMaxRows") == cuda_rows.FORWARD_PLAN_MAX_ROWS
+    assert ref.TILE_ROWS <= constexpr("rows_common.cuh", "kMaxTileRows")
 
 
 def test_segmented_sums_follow_the_documented_order():
