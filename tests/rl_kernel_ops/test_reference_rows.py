@@ -9,7 +9,6 @@ batch invariance; input validation.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from audit.core.inputs import packed_index, seeded_normal
-from rl_kernel_ops import cuda_rows
+from rl_kernel_ops import _build, cuda_rows
 from rl_kernel_ops import reference_rows as ref
 
 H = 5376
@@ -186,10 +185,9 @@ def test_the_plan_limits_are_the_kernels():
     """cuda_rows chooses the kernels' plan (row_sort_plan, the forward's sort) by the limits that
     the C++ checks enforce, and its tiles fit the kernels' shared memory: each Python constant is
     read against its constexpr in csrc, so a change on one side alone fails here, on a CPU."""
-    csrc = Path(cuda_rows.__file__).parent / "csrc"
 
     def constexpr(file: str, name: str) -> int:
-        found = re.search(rf"constexpr int {name} = (\d+);", (csrc / file).read_text())
+        found = re.search(rf"constexpr int {name} = (\d+);", (_build.CSRC / file).read_text())
         assert found, f"{name} not in {file}"
         return int(found.group(1))
 
