@@ -12,8 +12,9 @@ what). Properties:
   positions norm_modulate's forward sorts it in its own launch when the tables need gradients,
   else the backward by ``row_sort_plan``: one block up to 8192 positions, else blocks of 4096),
   per-tile FP32 partial sums in sorted order, tiles folded in ascending order, cast to BF16 once
-  (by the fold's own launch) — deterministic, and no sum uses atomics (the counting sort counts
-  with shared-memory integer atomics, which give the same counts in any order).
+  (by the fold's own launch; norm_modulate's dw, the w sums of the table rows added in table-row
+  order, comes from that launch too) — deterministic, and no sum uses atomics (the counting sort
+  counts with shared-memory integer atomics, which give the same counts in any order).
 Inputs are validated (``_row_checks``) before anything is launched; the index range check reads
 two numbers back from the GPU the first time an index tensor is seen (a synchronization), and is
 skipped while the same unmodified idx is reused. The backward never synchronizes.
@@ -29,8 +30,6 @@ from ._row_checks import check_gate_residual, check_norm_modulate, check_row_gat
 from .reference_rows import TILE_ROWS
 
 __all__ = ["adaln_row_gather", "gate_residual", "gate_residual_partials", "norm_modulate", "norm_modulate_partials"]
-
-BF16 = torch.bfloat16
 
 
 def _ops():
@@ -98,18 +97,17 @@ class _NormModulate(torch.autograd.Function):
                 dx, partials = ops.norm_modulate_bwd(grad, x, rstd, w, scale, idx, *plan)
             else:
                 partials = ops.norm_modulate_bwd_partials(grad, x, rstd, w, scale, *plan)
-            seg, seg_bf16 = ops.row_segment_fold(partials, tile_start)  # (3, R, H): shift, scale, w
+            # (3, R, H): shift, scale, w; dw, the w plane folded on over the table rows, in the same launch
+            _, seg_bf16, w_total = ops.row_segment_fold_total(partials, tile_start)
         else:
             if need_x:
                 dx = ops.norm_modulate_bwd_dx(grad, x, rstd, w, scale, idx)
             if need_tables:  # no rows: zero table and parameter gradients
-                seg = scale.new_zeros((3, scale.shape[0], scale.shape[1]), dtype=torch.float32)
-                seg_bf16 = seg.to(BF16)
+                seg_bf16, w_total = scale.new_zeros((3, *scale.shape)), torch.zeros_like(w)
         if need_tables:
             dshift = seg_bf16[0] if need_shift else None
             dscale = seg_bf16[1] if need_scale else None
-            if need_w:
-                dw = ops.row_segment_fold(seg[2:3], None)[1][0, 0]
+            dw = w_total if need_w else None
         return dx, dw, dshift, dscale, None, None, None
 
 

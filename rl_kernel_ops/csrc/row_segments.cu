@@ -19,6 +19,10 @@
 //       out[q, k] = (((0 + p[q, t0]) + p[q, t0 + 1]) + ...) over k's tiles; without tile_start,
 //       one segment made of all T tiles (R = 1). The BF16 copy is the FP32 sum rounded to nearest
 //       even, the bits of .to(torch.bfloat16), written by the same launch.
+//   row_segment_fold_total(partials, tile_start?) -> (fp32, bf16) (Q, R, H), bf16 (H,)
+//       row_segment_fold's two, and the last plane's sums folded over the segments in order,
+//       ((0 + out[Q-1, 0]) + out[Q-1, 1]) + ..., rounded to BF16: the bits of
+//       row_segment_fold(out[Q-1:Q], None)[1][0, 0], from the same launch.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
@@ -79,33 +83,54 @@ __global__ void __launch_bounds__(kSortThreads)
                              seg_start, tile_start, next, first, keys);
 }
 
-constexpr int kFoldBatch = 16;  // loads issued together; the adds stay in ascending tile order
+constexpr int kFoldBatch = 16;  // loads issued together; the adds stay in ascending order
+constexpr int kFoldCols = 32;   // columns per block: a warp's 32 threads, one column each
+constexpr int kFoldLanes = 16;  // most segment lanes (warps) per block
 
-__global__ void segment_fold_kernel(const float* __restrict__ partials, int64_t tiles,
-                                    const int* __restrict__ tile_start, int segments, int64_t cols,
-                                    float* __restrict__ out, uint16_t* __restrict__ out_bf16) {
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (col >= cols) return;
-  const int k = blockIdx.y;
-  const int q = blockIdx.z;
-  const int t0 = tile_start == nullptr ? 0 : tile_start[k];
-  const int t1 = tile_start == nullptr ? static_cast<int>(tiles) : tile_start[k + 1];
-  const float* p = partials + static_cast<int64_t>(q) * tiles * cols + col;
-  // Every batch, the last one too, issues all its loads before its adds (a tile past t1 loads
-  // the last tile again and is not added), so a thread waits for memory once per batch.
+// ((0 + src[0]) + src[stride]) + ... over n terms, in FP32. Every batch, the last one too, issues
+// all its loads before its adds (a term past n loads the last one again and is not added), so a
+// thread waits for memory once per batch. `src` may have been written by this block before a
+// __syncthreads, so it is read through L2 (ld.global.cg), not the read-only path.
+__device__ __forceinline__ float fold_column(const float* src, int64_t stride, int n) {
   float acc = 0.f;
-  for (int t = t0; t < t1; t += kFoldBatch) {
+  for (int t = 0; t < n; t += kFoldBatch) {
     float v[kFoldBatch];
 #pragma unroll
-    for (int j = 0; j < kFoldBatch; ++j) v[j] = p[static_cast<int64_t>(min(t + j, t1 - 1)) * cols];
+    for (int j = 0; j < kFoldBatch; ++j) v[j] = __ldcg(src + static_cast<int64_t>(min(t + j, n - 1)) * stride);
 #pragma unroll
     for (int j = 0; j < kFoldBatch; ++j) {
-      if (t + j < t1) acc = __fadd_rn(acc, v[j]);
+      if (t + j < n) acc = __fadd_rn(acc, v[j]);
     }
   }
-  const int64_t at = (static_cast<int64_t>(q) * segments + k) * cols + col;
-  out[at] = acc;
-  out_bf16[at] = static_cast<uint16_t>(float_to_bf16_bits(acc));
+  return acc;
+}
+
+// Block (x, q): columns [32 x, 32 x + 32) of plane q, thread (c, lane) column c of the segments
+// lane, lane + blockDim.y, ... With `total` (non-null), the blocks of the last plane then fold that
+// plane's segment sums once more, in segment order from 0, from what the block wrote (visible after
+// the __syncthreads): the bits of row_segment_fold(out[Q - 1 : Q], None), in the same launch.
+__global__ void segment_fold_kernel(const float* __restrict__ partials, int64_t tiles,
+                                    const int* __restrict__ tile_start, int segments, int64_t cols,
+                                    float* __restrict__ out, uint16_t* __restrict__ out_bf16,
+                                    uint16_t* __restrict__ total) {
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kFoldCols + threadIdx.x;
+  const int q = blockIdx.y;
+  if (col < cols) {
+    for (int k = threadIdx.y; k < segments; k += blockDim.y) {
+      const int t0 = tile_start == nullptr ? 0 : tile_start[k];
+      const int t1 = tile_start == nullptr ? static_cast<int>(tiles) : tile_start[k + 1];
+      const float acc = fold_column(partials + (q * tiles + t0) * cols + col, cols, t1 - t0);
+      const int64_t at = (static_cast<int64_t>(q) * segments + k) * cols + col;
+      out[at] = acc;
+      out_bf16[at] = static_cast<uint16_t>(float_to_bf16_bits(acc));
+    }
+  }
+  if (total == nullptr || q != static_cast<int>(gridDim.y) - 1) return;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols) {
+    const float sum = fold_column(out + static_cast<int64_t>(q) * segments * cols + col, cols, segments);
+    total[col] = static_cast<uint16_t>(float_to_bf16_bits(sum));
+  }
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> row_sort_plan(const at::Tensor& idx, int64_t segments,
@@ -155,34 +180,50 @@ std::tuple<at::Tensor, at::Tensor> row_segment_plan(const at::Tensor& sorted_idx
   return {seg_start, tile_start};
 }
 
-std::tuple<at::Tensor, at::Tensor> row_segment_fold(const at::Tensor& partials,
-                                                    const std::optional<at::Tensor>& tile_start) {
+// row_segment_fold, and with `with_total` also the last plane's segment sums folded over the
+// segments (row_segment_fold_total): one launch either way.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> segment_fold(const at::Tensor& partials,
+                                                            const std::optional<at::Tensor>& tile_start,
+                                                            bool with_total, const char* name) {
   TORCH_CHECK(partials.is_cuda() && partials.scalar_type() == at::kFloat && partials.dim() == 3 &&
                   partials.is_contiguous(),
-              "row_segment_fold: partials must be a contiguous (Q, T, H) float32 CUDA tensor");
+              name, ": partials must be a contiguous (Q, T, H) float32 CUDA tensor");
   const int64_t q = partials.size(0), tiles = partials.size(1), cols = partials.size(2);
   int64_t segments = 1;
   const int* starts = nullptr;
   if (tile_start.has_value()) {
     TORCH_CHECK(tile_start->is_cuda() && tile_start->scalar_type() == at::kInt && tile_start->dim() == 1 &&
                     tile_start->numel() >= 2 && tile_start->is_contiguous(),
-                "row_segment_fold: tile_start must be a contiguous int32 CUDA tensor of R + 1 entries");
+                name, ": tile_start must be a contiguous int32 CUDA tensor of R + 1 entries");
     segments = tile_start->numel() - 1;
     starts = tile_start->data_ptr<int>();
   }
   TORCH_CHECK(q >= 1 && q < 65536 && segments < 65536 && tiles < (int64_t{1} << 31),
-              "row_segment_fold: sizes out of range");
+              name, ": sizes out of range");
   const c10::cuda::CUDAGuard guard(partials.device());
   at::Tensor out = at::empty({q, segments, cols}, partials.options());
   at::Tensor out_bf16 = at::empty({q, segments, cols}, partials.options().dtype(at::kBFloat16));
-  if (cols == 0) return {out, out_bf16};
-  const dim3 grid(static_cast<unsigned>((cols + 255) / 256), static_cast<unsigned>(segments),
-                  static_cast<unsigned>(q));
-  segment_fold_kernel<<<grid, 256, 0, c10::cuda::getCurrentCUDAStream()>>>(
+  at::Tensor total = at::empty({with_total ? cols : 0}, partials.options().dtype(at::kBFloat16));
+  if (cols == 0) return {out, out_bf16, total};
+  const dim3 grid(static_cast<unsigned>((cols + kFoldCols - 1) / kFoldCols), static_cast<unsigned>(q));
+  const dim3 block(kFoldCols, static_cast<unsigned>(std::min<int64_t>(segments, kFoldLanes)));
+  segment_fold_kernel<<<grid, block, 0, c10::cuda::getCurrentCUDAStream()>>>(
       partials.data_ptr<float>(), tiles, starts, static_cast<int>(segments), cols, out.data_ptr<float>(),
-      reinterpret_cast<uint16_t*>(out_bf16.data_ptr()));
+      reinterpret_cast<uint16_t*>(out_bf16.data_ptr()),
+      with_total ? reinterpret_cast<uint16_t*>(total.data_ptr()) : nullptr);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {out, out_bf16, total};
+}
+
+std::tuple<at::Tensor, at::Tensor> row_segment_fold(const at::Tensor& partials,
+                                                    const std::optional<at::Tensor>& tile_start) {
+  auto [out, out_bf16, total] = segment_fold(partials, tile_start, false, "row_segment_fold");
   return {out, out_bf16};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> row_segment_fold_total(const at::Tensor& partials,
+                                                                      const std::optional<at::Tensor>& tile_start) {
+  return segment_fold(partials, tile_start, true, "row_segment_fold_total");
 }
 
 }  // namespace
@@ -192,10 +233,12 @@ TORCH_LIBRARY_FRAGMENT(rl_kernel_ops, m) {
   m.def("row_sort_plan(Tensor idx, int segments, int tile_rows) -> (Tensor, Tensor, Tensor)");
   m.def("row_segment_plan(Tensor sorted_idx, int segments, int tile_rows) -> (Tensor, Tensor)");
   m.def("row_segment_fold(Tensor partials, Tensor? tile_start) -> (Tensor, Tensor)");
+  m.def("row_segment_fold_total(Tensor partials, Tensor? tile_start) -> (Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(rl_kernel_ops, CUDA, m) {
   m.impl("row_sort_plan", &rlk::row_sort_plan);
   m.impl("row_segment_plan", &rlk::row_segment_plan);
   m.impl("row_segment_fold", &rlk::row_segment_fold);
+  m.impl("row_segment_fold_total", &rlk::row_segment_fold_total);
 }

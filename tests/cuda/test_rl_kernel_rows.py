@@ -283,6 +283,31 @@ def assert_stable_sort_plan(idx, table_rows, perm, seg_start, tile_start, tiles)
     assert int(tile_start[-1]) <= tiles
 
 
+@pytest.mark.parametrize("planes", [1, 3])
+@pytest.mark.parametrize("table_rows", [1, 9, 40])
+@pytest.mark.parametrize("hidden", [8, 1000, H])
+def test_the_folds_add_in_the_references_order(planes, table_rows, hidden):
+    """row_segment_fold and row_segment_fold_total against reference_rows' fold_tiles and fold_rows,
+    with segments of 0 to 40 tiles (every third one empty; more segments than the kernel's lanes)."""
+    gen = torch.Generator().manual_seed(planes * 1000 + table_rows * 10 + hidden)
+    counts = torch.randint(1, 41, (table_rows,), generator=gen) * (torch.arange(table_rows) % 3 != 1)
+    counts[0] = max(int(counts[0]), 1)
+    tile_start = torch.cat([counts.new_zeros(1), counts.cumsum(0)]).int().to(DEV)
+    segments = torch.repeat_interleave(torch.arange(table_rows), counts).to(DEV)
+    partials = (
+        torch.randn(planes, int(counts.sum()), hidden, generator=gen)
+        * 2.0 ** torch.randint(-20, 20, (planes, int(counts.sum()), 1), generator=gen)
+    ).to(DEV)
+    ops = torch.ops.rl_kernel_ops
+    out, out_bf16 = ops.row_segment_fold(partials, tile_start)
+    t_out, t_bf16, total = ops.row_segment_fold_total(partials, tile_start)
+    expected = torch.stack([reference_rows.fold_tiles(p, segments, table_rows) for p in partials])
+    assert same_bits(out, expected) and same_bits(t_out, expected)
+    assert same_bits(out_bf16, expected.to(torch.bfloat16)) and same_bits(t_bf16, out_bf16)
+    assert same_bits(total, reference_rows.fold_rows(expected[-1]).to(torch.bfloat16))
+    assert same_bits(total, ops.row_segment_fold(out[-1:].contiguous(), None)[1][0, 0])
+
+
 @pytest.mark.parametrize("rows", [1, 257, 4097, 32768])
 def test_gate_residual_row_grads_equal_eager_autograd(rows):
     t = inputs("gate_residual", rows)
