@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The tree (smem-x forward; the dw fold in the first fold's launch, row_segment_fold_total) against
+# HEAD (.dev/head): graphed A/B, 132-tensor bits, tests/cuda, bench_row_ops at S = 4097.
+set -u
+OUT=${OUT:-/tmp/out}; L=$OUT/logs; mkdir -p $L; E=docs/evidence/h200; T0=$(date +%s)
+el() { echo $(( $(date +%s) - T0 )); }
+nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader | tee $L/machine.txt
+build='from rl_kernel_ops import _build; _build.load_extension()'
+H="PYTHONSAFEPATH=1 PYTHONPATH=.dev/head:$PYTHONPATH RL_KERNEL_OPS_BUILD_DIR=/tmp/rlk_head"
+( env $H MAX_JOBS=8 python3 -c "$build" > $L/build_head.log 2>&1 ) &
+( env PYTHONSAFEPATH=1 MAX_JOBS=8 python3 -c "$build" > $L/build.log 2>&1 ) ; wait
+echo "built at $(el) s"; grep -iE "error" $L/build.log | head -5
+for i in 1 2 3; do
+  env $H timeout 25 python3 .dev/graphed_nm.py head 2>&1 | grep graphed >> $L/graphed_ab.txt
+  env PYTHONSAFEPATH=1 timeout 25 python3 .dev/graphed_nm.py tree 2>&1 | grep graphed >> $L/graphed_ab.txt
+done; cut -c1-200 $L/graphed_ab.txt; echo "at $(el) s"
+tar czf $OUT/logs.tgz -C $OUT logs
+( env $H timeout 150 python3 $E/dump_rl_kernel_bits.py dump /tmp/bits_head.pt > $L/bits_head.txt 2>&1 ) &
+( env PYTHONSAFEPATH=1 timeout 150 python3 $E/dump_rl_kernel_bits.py dump /tmp/bits_new.pt > $L/bits.txt 2>&1 ) &
+wait
+env PYTHONSAFEPATH=1 timeout 60 python3 $E/dump_rl_kernel_bits.py compare /tmp/bits_head.pt /tmp/bits_new.pt >> $L/bits.txt 2>&1; echo "compare: exit $?" >> $L/bits.txt
+tail -n 2 $L/bits.txt; echo "bits at $(el) s"; tar czf $OUT/logs.tgz -C $OUT logs
+timeout 60 python3 -m pytest -q -p no:cacheprovider tests/cuda/test_rl_kernel_rows.py -k "folds" > $L/cuda_fold_tests.log 2>&1; tail -n 1 $L/cuda_fold_tests.log
+timeout 120 python3 benchmarks/bench_row_ops.py --rows 4097 --out $L/bench_row_ops.s4097.json > $L/bench_row_ops.s4097.txt 2>&1; grep -iE "norm_modulate|copy" $L/bench_row_ops.s4097.txt | head -6
+echo "bench at $(el) s"; tar czf $OUT/logs.tgz -C $OUT logs
+timeout 330 python3 -m pytest -q -p no:cacheprovider tests/cuda > $L/cuda_tests.log 2>&1; tail -n 1 $L/cuda_tests.log
+echo "done at $(el) s"
+tar czf $OUT/logs.tgz -C $OUT logs
