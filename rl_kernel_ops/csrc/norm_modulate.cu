@@ -43,7 +43,7 @@ namespace {
 
 // A BF16 pair widened to two FP32 values, the low half into a.
 __device__ __forceinline__ void widen_bf16_pair(__nv_bfloat162 h, float& a, float& b) {
-  const uint32_t u = *reinterpret_cast<const uint32_t*>(&h);
+  const uint32_t u = bf16x2_bits(h);
   a = __uint_as_float(u << 16);
   b = __uint_as_float(u & 0xffff0000u);
 }
@@ -52,14 +52,6 @@ __device__ __forceinline__ void widen_bf16_pair(__nv_bfloat162 h, float& a, floa
 // of round_bf16 on each.
 __device__ __forceinline__ void round_bf16_pair(float& a, float& b) {
   widen_bf16_pair(__floats2bfloat162_rn(a, b), a, b);
-}
-
-__device__ __forceinline__ __nv_bfloat162 as_bf16x2(uint32_t u) {
-  return *reinterpret_cast<const __nv_bfloat162*>(&u);
-}
-
-__device__ __forceinline__ uint32_t bf16x2_bits(__nv_bfloat162 h) {
-  return *reinterpret_cast<const uint32_t*>(&h);
 }
 
 // bf16(1 + scale) of a pair of scale values (raw BF16 bits, packed), by one add.rn.bf16x2: it rounds

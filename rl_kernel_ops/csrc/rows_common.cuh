@@ -41,11 +41,19 @@ __device__ __forceinline__ void unpack4(uint2 u, float f[4]) {
   f[3] = __uint_as_float(u.y & 0xffff0000u);
 }
 
+// A BF16 pair as its 32 raw bits (the low element in the low half), and back.
+__device__ __forceinline__ uint32_t bf16x2_bits(__nv_bfloat162 h) {
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+__device__ __forceinline__ __nv_bfloat162 as_bf16x2(uint32_t u) {
+  return *reinterpret_cast<const __nv_bfloat162*>(&u);
+}
+
 // Two FP32 values rounded to BF16 by one paired conversion (element a in the low half): the bits
 // of float_to_bf16_bits on each, NaN included (docs/evidence/h200/rows_bf16x2/).
 __device__ __forceinline__ uint32_t pack2(float a, float b) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-  return *reinterpret_cast<const uint32_t*>(&h);
+  return bf16x2_bits(__floats2bfloat162_rn(a, b));
 }
 
 __device__ __forceinline__ uint2 pack4(const float f[4]) {
