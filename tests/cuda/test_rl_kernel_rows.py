@@ -141,6 +141,16 @@ def test_forward_bitwise_equal_to_eager(op, rows):
         assert same_bits(call(cuda_rows, op, t), eager(op, t))
 
 
+@pytest.mark.parametrize("op", OPS)
+def test_no_rows_give_eagers_output_and_gradients(op):
+    t, g = inputs(op, 0), grad_out(op, 0)
+    out, grads = run(lambda v: call(cuda_rows, op, v), t, g)
+    e_out, e_grads = run(lambda v: eager(op, v), t, g)
+    assert same_bits(out, e_out)
+    for name in grads:
+        assert same_bits(grads[name], e_grads[name]), name
+
+
 def spread_bf16(gen, shape, lo: int, hi: int) -> torch.Tensor:
     """Random signs and magnitudes 2^U(lo, hi) * U(1, 2), rounded to BF16 (subnormals below 2^-126)."""
     sign = torch.where(torch.rand(shape, generator=gen) < 0.5, -1.0, 1.0)
