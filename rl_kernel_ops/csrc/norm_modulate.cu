@@ -41,17 +41,10 @@
 namespace rlk {
 namespace {
 
-// A BF16 pair widened to two FP32 values, the low half into a.
-__device__ __forceinline__ void widen_bf16_pair(__nv_bfloat162 h, float& a, float& b) {
-  const uint32_t u = bf16x2_bits(h);
-  a = __uint_as_float(u << 16);
-  b = __uint_as_float(u & 0xffff0000u);
-}
-
 // Rounds two FP32 values to BF16 and widens them back with one conversion instruction: the bits
 // of round_bf16 on each.
 __device__ __forceinline__ void round_bf16_pair(float& a, float& b) {
-  widen_bf16_pair(__floats2bfloat162_rn(a, b), a, b);
+  widen_pair(pack2(a, b), a, b);
 }
 
 // bf16(1 + scale) of a pair of scale values (raw BF16 bits, packed), by one add.rn.bf16x2: it rounds
@@ -67,7 +60,7 @@ __device__ __forceinline__ __nv_bfloat162 one_plus_pair(uint32_t scale2) {
 __device__ __forceinline__ void one_plus8(uint4 scale8, float p[8]) {
   const uint32_t u[4] = {scale8.x, scale8.y, scale8.z, scale8.w};
 #pragma unroll
-  for (int e = 0; e < 4; ++e) widen_bf16_pair(one_plus_pair(u[e]), p[2 * e], p[2 * e + 1]);
+  for (int e = 0; e < 4; ++e) widen_pair(bf16x2_bits(one_plus_pair(u[e])), p[2 * e], p[2 * e + 1]);
 }
 
 // bf16(bf16(n * p) + shift) for a pair of columns, with p = bf16(1 + scale): eager's three BF16 ops,

@@ -33,12 +33,16 @@ __device__ __forceinline__ float round_bf16(float f) {
   return bf16_bits_to_float(float_to_bf16_bits(f));
 }
 
+// A BF16 pair (raw bits, the low element in the low half) widened to two FP32 values, exactly.
+__device__ __forceinline__ void widen_pair(uint32_t u, float& lo, float& hi) {
+  lo = __uint_as_float(u << 16);
+  hi = __uint_as_float(u & 0xffff0000u);
+}
+
 // 4 BF16 values in 8 bytes (element 0 in the low half of .x).
 __device__ __forceinline__ void unpack4(uint2 u, float f[4]) {
-  f[0] = __uint_as_float(u.x << 16);
-  f[1] = __uint_as_float(u.x & 0xffff0000u);
-  f[2] = __uint_as_float(u.y << 16);
-  f[3] = __uint_as_float(u.y & 0xffff0000u);
+  widen_pair(u.x, f[0], f[1]);
+  widen_pair(u.y, f[2], f[3]);
 }
 
 // A BF16 pair as its 32 raw bits (the low element in the low half), and back.
