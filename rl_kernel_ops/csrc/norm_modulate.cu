@@ -271,14 +271,22 @@ __device__ __forceinline__ void stage_tile(const TileRange& tr, const int64_t* _
 }
 
 constexpr int kRowBatch = 4;  // rows whose loads are issued together in the tile kernels
+constexpr int kRingRows = 5;  // rows in flight per thread when a tile's rows stream through a ring
+
+// Shared memory of the ring of tile_partials8<true> for blocks of `threads` threads.
+constexpr int ring_bytes(int threads) { return kRingRows * 2 * threads * 16; }
 
 // The three partial sums of 8-column vector v over tile `tile` (rows staged by stage_tile), in
-// sorted position order, into partials (3, tiles, cols).
+// sorted position order, into partials (3, tiles, cols). The rows' vectors come in batches of
+// kRowBatch loads into registers, or with Ring through `ring` (ring_bytes(blockDim.x) of shared
+// memory, each thread its own slots): cp.async keeps the next kRingRows rows in flight without
+// registers. The same terms are added in the same order either way.
+template <bool Ring>
 __device__ __forceinline__ void tile_partials8(const uint16_t* __restrict__ grad, const uint16_t* __restrict__ x,
                                                const uint16_t* __restrict__ w, const uint16_t* __restrict__ scale,
                                                const TileRange& tr, const int64_t* rows_s, const float* rstd_s,
                                                int64_t v, int64_t tiles, int64_t tile, int64_t cols,
-                                               float* __restrict__ partials) {
+                                               float* __restrict__ partials, uint4* ring = nullptr) {
   const int64_t nvec = cols / 8;
   float wf[8], p[8];
   unpack8(__ldg(reinterpret_cast<const uint4*>(w) + v), wf);
@@ -289,18 +297,37 @@ __device__ __forceinline__ void tile_partials8(const uint16_t* __restrict__ grad
   const uint4* g4 = reinterpret_cast<const uint4*>(grad);
   const uint4* x4 = reinterpret_cast<const uint4*>(x);
   const int count = tr.end - tr.begin;
-  for (int j0 = 0; j0 < count; j0 += kRowBatch) {
-    uint4 gv[kRowBatch], xv[kRowBatch];
-#pragma unroll
-    for (int j = 0; j < kRowBatch; ++j) {
-      if (j0 + j < count) {
-        gv[j] = g4[rows_s[j0 + j] * nvec + v];
-        xv[j] = x4[rows_s[j0 + j] * nvec + v];
+  if constexpr (Ring) {
+    const int t = threadIdx.x, threads = blockDim.x;
+    const auto slot = [&](int j, int which) { return ring + ((j % kRingRows) * 2 + which) * threads + t; };
+    const auto fetch = [&](int j) {  // row j's vectors into its slot, as one group (empty past the tile)
+      if (j < count) {
+        cp_async16(slot(j, 0), g4 + rows_s[j] * nvec + v);
+        cp_async16(slot(j, 1), x4 + rows_s[j] * nvec + v);
       }
-    }
+      cp_async_commit();
+    };
 #pragma unroll
-    for (int j = 0; j < kRowBatch; ++j) {
-      if (j0 + j < count) add_row_partials8(gv[j], xv[j], rstd_s[j0 + j], wf, p, s_shift, s_scale, s_w);
+    for (int j = 0; j < kRingRows; ++j) fetch(j);
+    for (int j = 0; j < count; ++j) {
+      cp_async_wait<kRingRows - 1>();  // row j's group is complete
+      add_row_partials8(*slot(j, 0), *slot(j, 1), rstd_s[j], wf, p, s_shift, s_scale, s_w);
+      fetch(j + kRingRows);  // into the slot just read: its values are already in use
+    }
+  } else {
+    for (int j0 = 0; j0 < count; j0 += kRowBatch) {
+      uint4 gv[kRowBatch], xv[kRowBatch];
+#pragma unroll
+      for (int j = 0; j < kRowBatch; ++j) {
+        if (j0 + j < count) {
+          gv[j] = g4[rows_s[j0 + j] * nvec + v];
+          xv[j] = x4[rows_s[j0 + j] * nvec + v];
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kRowBatch; ++j) {
+        if (j0 + j < count) add_row_partials8(gv[j], xv[j], rstd_s[j0 + j], wf, p, s_shift, s_scale, s_w);
+      }
     }
   }
   store_partials8(partials, tiles, cols, tile, v, s_shift, s_scale, s_w);
@@ -319,7 +346,8 @@ __global__ void __launch_bounds__(kColThreads)
   if (!tile_range(blockIdx.x, seg_start, tile_start, segments, tile_rows, tr)) return;
   stage_tile(tr, perm, rstd, rows_s, rstd_s);
   const int64_t v = static_cast<int64_t>(blockIdx.y) * kColThreads + threadIdx.x;  // 8-column vector
-  if (v < cols / 8) tile_partials8(grad, x, w, scale, tr, rows_s, rstd_s, v, tiles, blockIdx.x, cols, partials);
+  if (v < cols / 8)
+    tile_partials8<false>(grad, x, w, scale, tr, rows_s, rstd_s, v, tiles, blockIdx.x, cols, partials);
 }
 
 // ---- overlapped backward -----------------------------------------------------------------------
@@ -328,8 +356,10 @@ __global__ void __launch_bounds__(kColThreads)
 // (tile_partials8, the row's vectors spread evenly, at most 128 per block); the rest compute dx,
 // one row each (dx_row). The dx blocks take the rows by position within the tile first (block b:
 // row b / tiles of tile b % tiles), the order in which the partial blocks walk their tiles, so a
-// row's two reads come close together. Each output has the bits of the split kernels: the same
-// per-thread code.
+// row's two reads come close together. With `ring`, the partial blocks stream their rows through
+// tile_partials8's shared-memory ring (the dx blocks' a_s; the launch reserves the larger of the
+// two), which shortens their chains of row loads where few of them share the device with the dx
+// blocks (overlap_ring). Each output has the bits of the split kernels: the same per-thread code.
 template <int NV>
 __global__ void __launch_bounds__(kRowThreads, NV <= 6 ? 6 : 1)
     norm_modulate_bwd_overlap_kernel(const uint16_t* __restrict__ grad, const uint16_t* __restrict__ x,
@@ -337,11 +367,11 @@ __global__ void __launch_bounds__(kRowThreads, NV <= 6 ? 6 : 1)
                                      const uint16_t* __restrict__ scale, const int64_t* __restrict__ perm,
                                      const int* __restrict__ seg_start, const int* __restrict__ tile_start,
                                      int segments, int tile_rows, int64_t tiles, int64_t cols, int col_blocks,
-                                     uint16_t* __restrict__ dx, float* __restrict__ partials) {
+                                     bool ring, uint16_t* __restrict__ dx, float* __restrict__ partials) {
   __shared__ int64_t rows_s[kMaxTileRows];
   __shared__ float rstd_s[kMaxTileRows];
   __shared__ float red[4];
-  extern __shared__ float4 a_s[];  // a dx block's a
+  extern __shared__ float4 a_s[];  // a dx block's a, or a partial block's ring
   const int64_t tile_blocks = tiles * col_blocks;
   TileRange tr;
   if (blockIdx.x < tile_blocks) {
@@ -350,8 +380,13 @@ __global__ void __launch_bounds__(kRowThreads, NV <= 6 ? 6 : 1)
     stage_tile(tr, perm, rstd, rows_s, rstd_s);
     const int per_block = static_cast<int>((cols / 8 + col_blocks - 1) / col_blocks);
     const int64_t v = static_cast<int64_t>(blockIdx.x % col_blocks) * per_block + threadIdx.x;
-    if (threadIdx.x < per_block && v < cols / 8)
-      tile_partials8(grad, x, w, scale, tr, rows_s, rstd_s, v, tiles, tile, cols, partials);
+    if (threadIdx.x < per_block && v < cols / 8) {
+      if (ring)
+        tile_partials8<true>(grad, x, w, scale, tr, rows_s, rstd_s, v, tiles, tile, cols, partials,
+                             reinterpret_cast<uint4*>(a_s));
+      else
+        tile_partials8<false>(grad, x, w, scale, tr, rows_s, rstd_s, v, tiles, tile, cols, partials);
+    }
     return;
   }
   const int64_t b = blockIdx.x - tile_blocks;
@@ -572,16 +607,20 @@ struct DxLaunch {
   }
 };
 
+// Partial blocks per tile in the overlapped kernel: the row's 8-column vectors, at most kRowThreads
+// per block.
+inline int overlap_col_blocks(int64_t cols) { return static_cast<int>((cols / 8 + kRowThreads - 1) / kRowThreads); }
+
 template <int NV>
 struct OverlapLaunch {
   static void run(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& rstd, const at::Tensor& w,
                   const at::Tensor& scale, const at::Tensor& perm, const at::Tensor& seg_start,
-                  const at::Tensor& tile_start, int64_t tiles, int64_t tile_rows, at::Tensor& dx,
+                  const at::Tensor& tile_start, int64_t tiles, int64_t tile_rows, bool ring, at::Tensor& dx,
                   at::Tensor& partials) {
     const int64_t cols = x.size(1);
-    const int col_blocks = static_cast<int>((cols / 8 + kRowThreads - 1) / kRowThreads);
+    const int col_blocks = overlap_col_blocks(cols);
     const int64_t blocks = tiles * col_blocks + tiles * tile_rows;
-    const int smem = static_cast<int>(cols) * 4;
+    const int smem = std::max(static_cast<int>(cols) * 4, ring ? ring_bytes(kRowThreads) : 0);
     reserve_dynamic_smem<norm_modulate_bwd_overlap_kernel<NV>>(smem, "norm_modulate backward");
     norm_modulate_bwd_overlap_kernel<NV><<<static_cast<unsigned>(blocks), kRowThreads, smem,
                                            c10::cuda::getCurrentCUDAStream()>>>(
@@ -589,19 +628,28 @@ struct OverlapLaunch {
         rstd.data_ptr<float>(), reinterpret_cast<const uint16_t*>(w.data_ptr()),
         reinterpret_cast<const uint16_t*>(scale.data_ptr()), perm.data_ptr<int64_t>(), seg_start.data_ptr<int>(),
         tile_start.data_ptr<int>(), static_cast<int>(scale.size(0)), static_cast<int>(tile_rows), tiles, cols,
-        col_blocks, reinterpret_cast<uint16_t*>(dx.data_ptr()), partials.data_ptr<float>());
+        col_blocks, ring, reinterpret_cast<uint16_t*>(dx.data_ptr()), partials.data_ptr<float>());
   }
 };
 
 // Which kernel computes dx and the partials (`variant` 1: the fused kernel, the split pair past
-// H = 6144; 2: the overlapped kernel; 0: chosen here). All give the same bits. The overlapped
-// kernel serves plans whose tiles (`tiles`, an upper bound) are too few for the fused kernel's one
-// block per tile to fill the device: fewer than three quarters of its multiprocessors (measured on
-// the H200: docs/evidence/h200/rows_overlap/).
+// H = 6144; 2: the overlapped kernel; 3: the overlapped kernel with its partial blocks' ring; 0:
+// chosen here). All give the same bits. The overlapped kernel serves plans whose tiles (`tiles`,
+// an upper bound) are too few for the fused kernel's one block per tile to fill the device: fewer
+// than three quarters of its multiprocessors (measured on the H200: docs/evidence/h200/rows_overlap/).
 inline bool overlap_backward(int64_t tiles, int64_t variant) {
-  TORCH_CHECK(variant >= 0 && variant <= 2, "norm_modulate backward: variant must be 0, 1 or 2");
-  if (variant != 0) return variant == 2;
+  TORCH_CHECK(variant >= 0 && variant <= 3, "norm_modulate backward: variant must be 0, 1, 2 or 3");
+  if (variant != 0) return variant >= 2;
   return tiles * 4 < int64_t{device_facts().sms} * 3;
+}
+
+// Whether the overlapped kernel's partial blocks use the ring: where the plan's tile slots (`tiles`,
+// an upper bound) make at most two partial blocks per multiprocessor. On the H200 at H = 5376 the ring took 1024 and 2048 rows (19 and 36 tiles, up to
+// 216 partial blocks) from 26.0 to 22.5 and from 36.8 to 31.9 us, and 3000 to 4097 rows (53 to 68
+// tiles) from 40.3 to 45.2 and from 56.2 to 64.2 us (docs/evidence/h200/rows_partials/).
+inline bool overlap_ring(int64_t tiles, int64_t cols, int64_t variant) {
+  if (variant != 0) return variant == 3;
+  return tiles * overlap_col_blocks(cols) <= 2 * int64_t{device_facts().sms};
 }
 
 void check_common(const at::Tensor& x, const at::Tensor& w, const at::Tensor& scale) {
@@ -730,8 +778,8 @@ std::tuple<at::Tensor, at::Tensor> norm_modulate_bwd(const at::Tensor& grad, con
   at::Tensor dx = at::empty_like(x);
   at::Tensor partials = at::empty({3, tiles, cols}, x.options().dtype(at::kFloat));
   if (overlap) {
-    dispatch_nv<OverlapLaunch, 8>(cols, grad, x, rstd, w, scale, perm, seg_start, tile_start, tiles, tile_rows, dx,
-                                  partials);
+    dispatch_nv<OverlapLaunch, 8>(cols, grad, x, rstd, w, scale, perm, seg_start, tile_start, tiles, tile_rows,
+                                  overlap_ring(tiles, cols, variant), dx, partials);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return {dx, partials};
   }

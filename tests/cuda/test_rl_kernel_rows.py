@@ -217,12 +217,12 @@ def test_norm_modulate_other_widths(hidden):
 
 @pytest.mark.parametrize("rows", [1, 64, 257, 4097, 32768])
 @pytest.mark.parametrize("hidden", [8, 1032, H, 6144, 6152, 16384])
-@pytest.mark.parametrize("variant", [0, 1, 2], ids=["chosen", "fused", "overlapped"])
+@pytest.mark.parametrize("variant", [0, 1, 2, 3], ids=["chosen", "fused", "overlapped", "overlapped_ring"])
 def test_norm_modulate_backward_kernels_have_the_split_kernels_bits(rows, hidden, variant):
     """norm_modulate_bwd, with its own choice of kernel, the fused one (one pass over grad and x;
     the split kernels past H = 6144) or the overlapped one (partial blocks and dx blocks in one
-    launch), gives dx and every tile's partial sums bitwise equal to norm_modulate_bwd_dx's and
-    _partials', twice."""
+    launch; its partial blocks' rows through registers or a shared-memory ring), gives dx and every
+    tile's partial sums bitwise equal to norm_modulate_bwd_dx's and _partials', twice."""
     gen = torch.Generator().manual_seed(rows + hidden)
     x = (torch.randn(rows, hidden, generator=gen) * 2).to(BF16).to(DEV)
     w = (0.5 + torch.rand(hidden, generator=gen)).to(BF16).to(DEV)
