@@ -217,8 +217,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> segment_fold(const at::Tensor& pa
 
 std::tuple<at::Tensor, at::Tensor> row_segment_fold(const at::Tensor& partials,
                                                     const std::optional<at::Tensor>& tile_start) {
-  auto [out, out_bf16, total] = segment_fold(partials, tile_start, false, "row_segment_fold");
-  return {out, out_bf16};
+  const auto folded = segment_fold(partials, tile_start, false, "row_segment_fold");
+  return {std::get<0>(folded), std::get<1>(folded)};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> row_segment_fold_total(const at::Tensor& partials,
