@@ -70,6 +70,21 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// cp.async (sm_80+): 16 bytes from global to shared memory (`dst` a smem_u32 address) without a
+// register, in the calling thread's current group; with `valid` false it writes 16 zero bytes and
+// reads nothing. cp_async_commit closes the group; cp_async_wait<N> returns once at most N of the
+// thread's groups are in flight, after which the thread sees the data it copied. The "memory"
+// clobbers keep the compiler from moving shared-memory reads across them.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid = true) {
+  const int bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Activation formulas, written as ATen's CUDA kernels write them (opmath float, expf, IEEE div).
 __device__ __forceinline__ float silu_f32(float x) { return x / (1.0f + expf(-x)); }

@@ -302,8 +302,8 @@ __device__ __forceinline__ void tile_partials8(const uint16_t* __restrict__ grad
     const auto slot = [&](int j, int which) { return ring + ((j % kRingRows) * 2 + which) * threads + t; };
     const auto fetch = [&](int j) {  // row j's vectors into its slot, as one group (empty past the tile)
       if (j < count) {
-        cp_async16(slot(j, 0), g4 + rows_s[j] * nvec + v);
-        cp_async16(slot(j, 1), x4 + rows_s[j] * nvec + v);
+        cp_async16(smem_u32(slot(j, 0)), g4 + rows_s[j] * nvec + v);
+        cp_async16(smem_u32(slot(j, 1)), x4 + rows_s[j] * nvec + v);
       }
       cp_async_commit();
     };
@@ -644,9 +644,10 @@ inline bool overlap_backward(int64_t tiles, int64_t variant) {
 }
 
 // Whether the overlapped kernel's partial blocks use the ring: where the plan's tile slots (`tiles`,
-// an upper bound) make at most two partial blocks per multiprocessor. On the H200 at H = 5376 the ring took 1024 and 2048 rows (19 and 36 tiles, up to
-// 216 partial blocks) from 26.0 to 22.5 and from 36.8 to 31.9 us, and 3000 to 4097 rows (53 to 68
-// tiles) from 40.3 to 45.2 and from 56.2 to 64.2 us (docs/evidence/h200/rows_partials/).
+// an upper bound) make at most two partial blocks per multiprocessor. On the H200 at H = 5376 the
+// ring took 1024 and 2048 rows (19 and 36 tiles, up to 216 partial blocks) from 26.0 to 22.5 and
+// from 36.8 to 31.9 us, and 3000 to 4097 rows (53 to 68 tiles) from 40.3 to 45.2 and from 56.2 to
+// 64.2 us (docs/evidence/h200/rows_partials/).
 inline bool overlap_ring(int64_t tiles, int64_t cols, int64_t variant) {
   if (variant != 0) return variant == 3;
   return tiles * overlap_col_blocks(cols) <= 2 * int64_t{device_facts().sms};

@@ -76,22 +76,6 @@ __device__ __forceinline__ uint4 pack8(const float f[8]) {
   return make_uint4(lo.x, lo.y, hi.x, hi.y);
 }
 
-// 16 bytes from global to shared memory without a register (cp.async, sm_80+), in the calling
-// thread's current group; cp_async_commit closes the group, cp_async_wait<N> returns once at most N
-// of the thread's groups are in flight, after which the thread sees the data it copied.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
-               "l"(src)
-               : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 // Sum of one value per thread over a block of kRowThreads (= 4 warps) threads, in the order of
 // torch's vectorized RMSNorm statistic: a shuffle-down tree within each warp (offsets 16..1, lane 0
 // keeps the warp's sum), then warps 2 and 3 fold into warps 0 and 1, then warp 1 into warp 0:
