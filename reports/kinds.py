@@ -34,6 +34,11 @@ def _key_is_the_problem(report: Any) -> dict[str, object]:
     return {}
 
 
+def kind_name(model: type[ReportBase]) -> str:
+    """The ``kind`` tag of ``model``'s reports (its ``kind`` field's one literal)."""
+    return get_args(model.model_fields["kind"].annotation)[0]
+
+
 @dataclass(frozen=True, kw_only=True)
 class ReportKind:
     """Everything the commands do with one kind of report. Each function takes the kind's model
@@ -91,7 +96,7 @@ class ReportKind:
     @property
     def name(self) -> str:
         """The ``kind`` tag of its reports."""
-        return get_args(self.model.model_fields["kind"].annotation)[0]
+        return kind_name(self.model)
 
     def any_difference(self, report: Any) -> bool:
         """Whether some verdict is a difference: neither passing nor unavailable (``statuses``)."""

@@ -1,7 +1,9 @@
 """The package layout: rooms that depend on each other one way only, report commands that load no
-torch, and names offered before torch that match the registries."""
+torch (nor do the first checks of the computing commands), and names offered before torch that
+match the registries."""
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -78,8 +80,8 @@ def test_no_room_or_package_depends_on_itself_through_another():
 
 # What a report command must not import: each costs start-up time (torch alone seconds), and none is
 # needed to read, check or print a report. benchmarks/bench_startup.py measures the start-up.
-HEAVY = ("torch", "numpy", "safetensors", "diffusers", "matplotlib", "adapters", "rl_kernel_ops")
-HEAVY += ("audit.parent", "audit.worker")
+LIBRARIES = ("torch", "numpy", "safetensors", "diffusers", "matplotlib", "adapters", "rl_kernel_ops")
+HEAVY = (*LIBRARIES, "audit.parent", "audit.worker")
 
 
 def test_the_report_commands_and_the_version_load_no_torch_nor_anything_heavy():
@@ -99,6 +101,43 @@ def test_the_report_commands_and_the_version_load_no_torch_nor_anything_heavy():
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "nothing heavy", done.stderr
+
+
+def test_unusable_output_paths_and_baselines_exit_2_before_torch_is_imported(tmp_path):
+    """A computing command checks --out, --junit, --baseline and the names it can check without
+    torch first: a typo costs no torch import (nor a worker)."""
+    (tmp_path / "baseline").mkdir()
+    missing, empty = str(tmp_path / "missing"), str(tmp_path / "baseline")
+    pair = ["--op", "gate_residual", "--layout", "sp_rows"]
+    bad = [
+        ["run", "--baseline", missing],
+        ["run", "--op", "all", "--out", str(tmp_path / "one.json")],
+        ["run", "--op", "nosuch"],
+        ["run", "--fail-on", "regression"],
+        ["prior-art", "--junit", str(tmp_path / "junit.txt")],
+        ["prior-art", "--allow-missing", "rl_kernel"],
+        ["chain", "--baseline", str(tmp_path / "missing.json")],
+        ["trajectory", "--steps", "0"],
+        ["parallel", *pair, "--baseline", missing],
+        ["parallel", "--op", "gate_residual", "--layout", "nosuch"],
+        ["run", "--baseline", empty],
+    ]
+    code = (
+        "import json, sys\n"
+        "from typer.testing import CliRunner\n"
+        "from audit.cli import app\n"
+        f"heavy = {LIBRARIES!r}\n"
+        "found = []\n"
+        f"for argv in {bad!r}:\n"
+        "    done = CliRunner().invoke(app, argv)\n"
+        "    loaded = sorted(m for m in sys.modules for h in heavy if m == h or m.startswith(h + '.'))\n"
+        "    found.append([argv, done.exit_code, loaded, done.output.strip().splitlines()[-1:]])\n"
+        "print(json.dumps(found))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    for argv, status, loaded, last in json.loads(done.stdout):
+        assert status == 2 and not loaded, (argv, status, loaded, last)
 
 
 def test_the_names_offered_before_torch_are_the_registries():

@@ -27,7 +27,8 @@ from audit.cli.options import (
     TimeoutOpt,
 )
 from audit.cli.sdpa import AttentionOpt, DeterministicOpt, setting
-from audit.cli.session import Work, execute, gate_for, junit_path, report_paths
+from audit.cli.session import Work, execute, gate_for, junit_path, load_baseline, report_paths
+from audit.core.names import CHAIN_OP
 from modes import MODES
 from reports.io import MAX_REPORT_MB
 
@@ -134,15 +135,20 @@ def chain(
     h3_conditioning_chain_replay report with the first stage whose bits drift. Memory on a CPU, full
     block (the defaults), length 17, measured peak resident set: 10.3 GB, 17.5 GB with --backward;
     --hidden 512 --heads 4 --ffn 1024 takes under a minute on two cores (55 s with --backward)."""
-    from audit.core.chain import labels
-    from audit.parent.chain import KIND, OP, chain_report, run_modes
-    from reports.chain import settings
+    from reports.chain import ChainReport, settings
+    from reports.kinds import kind_name
 
+    kind = kind_name(ChainReport)
+    path = report_paths(out, [CHAIN_OP], kind)[CHAIN_OP]
+    junit = junit_path(junit)
     envs = checks.environments(config, env, mode_env)
+    loaded = load_baseline(baseline, fail_on, allow_missing=allow_missing, max_size=max_size)
+    # the checks above import no torch (tests/test_layout.py); from here on, torch is loaded
+    from audit.core.chain import labels
+    from audit.parent.chain import chain_report, run_modes
+
     checks.load_adapters()
     modes = checks.modes(mode or ["plain"], envs)
-    path = report_paths(out, [OP], KIND)[OP]
-    junit = junit_path(junit)
     job = chain_job(
         candidate=candidate,
         length=length,
@@ -158,14 +164,13 @@ def chain(
     inherit = checks.inherited(inherit_env)
     asked = labels(job["choices"])
     gate = gate_for(
-        baseline,
+        loaded,
         fail_on,
-        kind=KIND,
-        names=[OP],
+        kind=kind,
+        names=[CHAIN_OP],
         requested=[c.partition("=")[2] for c in candidate or []],
         allow_missing=allow_missing,
         allow_different_problem=allow_different_problem,
-        max_size=max_size,
         problem=settings(block=job["block"], backward=backward, lengths=job["lengths"], candidates=asked),
     )
 
@@ -173,4 +178,4 @@ def chain(
         found, recorded = run_modes(job, modes, timeout=timeout, environments=envs, inherit=inherit, advance=advance)
         return chain_report(job, found, recorded)
 
-    execute([Work(OP, len(modes), path, compute)], unit="mode", gate=gate, quiet=quiet, junit=junit)
+    execute([Work(CHAIN_OP, len(modes), path, compute)], unit="mode", gate=gate, quiet=quiet, junit=junit)

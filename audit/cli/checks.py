@@ -76,14 +76,21 @@ def modes(mode: Optional[list[str]], envs) -> list[str]:
     return list(dict.fromkeys(mode)) if mode else list(MODES)
 
 
+def op_names(op: str) -> list[str]:
+    """The ops ``--op`` names (``all``: every op); an unknown one is a usage error (status 2).
+    Imports no torch."""
+    ops = list(OP_NAMES) if op == "all" else [op]
+    check_names("op", ops, list(OP_NAMES))
+    return ops
+
+
 def selection(op: str, mode: Optional[list[str]], candidate: Optional[list[str]], envs=None) -> list[str]:
     """The ops selected; unknown op, mode or candidate names are a usage error (status 2)."""
     from audit.core.candidates import candidates_for
     from audit.core.ops import get_op
 
+    ops = op_names(op)
     load_adapters()
-    ops = list(OP_NAMES) if op == "all" else [op]
-    check_names("op", ops, list(OP_NAMES))
     slots = [*MODES, *(m for m in modes(mode, envs) if "@" in m)]
     known = {c.name for o in ops for c in candidates_for(o)}
     known |= {c.report_name(s) for o in ops for c in candidates_for(o) for s in slots if c.runs_in(s)}

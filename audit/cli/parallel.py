@@ -23,7 +23,7 @@ from audit.cli.options import (
     QuietOpt,
     TimeoutOpt,
 )
-from audit.cli.session import Work, execute, gate_for, junit_path, report_paths
+from audit.cli.session import Work, execute, gate_for, junit_path, load_baseline, report_paths
 from audit.core.names import LAYOUT_NAMES, OP_NAMES, UNEVEN_RULE
 from reports.io import MAX_REPORT_MB
 
@@ -109,31 +109,34 @@ def parallel(
     with the backend's all-reduce, with a fixed-order sum of every rank's partial and, for a
     candidate that declares one, in its chunk order; each side runs --repeats times. Writes an
     h3_parallel report. A rank that fails stops every rank; the report says which and why."""
-    checks.selection(op, None, candidate)
+    from reports.kinds import kind_name
+    from reports.parallel import ParallelReport
+
+    checks.op_names(op)
     if op == "all":
         raise checks.usage_error("--op: audit parallel takes one op")
     checks.check_names("layout", [layout], list(LAYOUT_NAMES))
+    chosen = checks.cases(case)
+    name, kind = f"{op}.{layout}", kind_name(ParallelReport)
+    path = report_paths(out, [name], kind)[name]
+    junit = junit_path(junit)
+    inherit = checks.inherited(inherit_env)
+    loaded = load_baseline(baseline, fail_on, allow_missing=allow_missing, max_size=max_size)
+    # the checks above import no torch (tests/test_layout.py); from here on, torch is loaded
+    checks.selection(op, None, candidate)
     from audit.core.layouts import layout_for
 
     try:
         layout_for(op, layout)
     except KeyError as exc:
         raise checks.usage_error(exc.args[0]) from None
-    from audit.parent.parallel import KIND
-
-    chosen = checks.cases(case)
-    name = f"{op}.{layout}"
-    path = report_paths(out, [name], KIND)[name]
-    junit = junit_path(junit)
-    inherit = checks.inherited(inherit_env)
     gate = gate_for(
-        baseline,
+        loaded,
         fail_on,
-        kind=KIND,
+        kind=kind,
         names=[f"{op} {layout}"],
         requested=candidate,
         allow_missing=allow_missing,
-        max_size=max_size,
     )
     plan = _plan(
         op,

@@ -33,7 +33,10 @@ from audit.cli.options import (
     TimeoutOpt,
 )
 from reports.io import MAX_REPORT_MB
-from audit.cli.session import Work, execute, gate_for, junit_path, report_paths
+from audit.cli.session import Work, execute, gate_for, junit_path, load_baseline, report_paths
+from reports.bitwise import BitwiseReport
+from reports.kinds import kind_name
+from reports.prior_art import PriorArtReport
 
 
 def _works(plans, paths: dict[str, Path], timeout: float, ahead: int):
@@ -115,20 +118,22 @@ def run(
     compared bitwise with both references; writes one h3_bitwise_reuse report per op and prints the
     verdicts, then the detail tables. Exit 0, or 1 when --fail-on says so (a regression against
     --baseline, or any difference)."""
-    from audit.core.ops import get_op
-    from audit.parent.runner import plan
-    from audit.parent.tasks import BITWISE
-
     if not kernels and fail_on is FailOn.kernel_change:
         raise checks.usage_error("--fail-on kernel-change needs this run's kernel fingerprints: drop --no-kernels")
     if contention and repeats < 2:
         raise checks.usage_error("--contention loads the repeats: it needs --repeats 2 or more")
-    envs = checks.environments(config, env, mode_env)
-    ops = checks.selection(op, mode, candidate, envs)
     chosen = checks.cases(case)
-    paths = report_paths(out, ops, BITWISE.kind)
+    paths = report_paths(out, checks.op_names(op), kind_name(BitwiseReport))
     junit = junit_path(junit)
     inherit = checks.inherited(inherit_env)
+    envs = checks.environments(config, env, mode_env)
+    loaded = load_baseline(baseline, fail_on, allow_missing=allow_missing, max_size=max_size)
+    # the checks above import no torch (tests/test_layout.py); from here on, torch is loaded
+    from audit.core.ops import get_op
+    from audit.parent.runner import plan
+    from audit.parent.tasks import BITWISE
+
+    ops = checks.selection(op, mode, candidate, envs)
     dev = checks.device(device)
     checks.contention_device(contention, dev)
     plans = []
@@ -152,13 +157,12 @@ def run(
         )
     works, runner = _works(plans, paths, timeout, min(8, (os.cpu_count() or 2) // 2) if ahead is None else ahead)
     gate = gate_for(
-        baseline,
+        loaded,
         fail_on,
         kind=BITWISE.kind,
         names=[w.label for w in works],
         requested=candidate,
         allow_missing=allow_missing,
-        max_size=max_size,
     )
     if dev.type == "cpu" and not case:
         err.print("[dim]CPU device: using each op's CPU cases (pass --case to choose).[/]")
@@ -200,16 +204,18 @@ def prior_art(
     row alone vs in batches, contiguous sub-batches, a batch-size sweep with probe rows, parameter
     gradients repeated), accuracy against FP64 and latency; each mode in its own process and, where
     configured, its own Python environment."""
+    paths = report_paths(out, checks.op_names(op), kind_name(PriorArtReport))
+    junit = junit_path(junit)
+    inherit = checks.inherited(inherit_env)
+    envs = checks.environments(config, env, mode_env)
+    loaded = load_baseline(baseline, fail_on, allow_missing=allow_missing, max_size=max_size)
+    # the checks above import no torch (tests/test_layout.py); from here on, torch is loaded
     from audit.core.ops import get_op
     from audit.core.prior_art_sizes import CHECKS, sizes_for, sizes_json
     from audit.parent.runner import plan
     from audit.parent.tasks import PRIOR_ART
 
-    envs = checks.environments(config, env, mode_env)
     ops = checks.selection(op, mode, candidate, envs)
-    paths = report_paths(out, ops, PRIOR_ART.kind)
-    junit = junit_path(junit)
-    inherit = checks.inherited(inherit_env)
     commit = _use_megatron_src(megatron_src)
     dev = checks.device(device)
     checks.contention_device(contention, dev)
@@ -232,14 +238,13 @@ def prior_art(
     ]
     works, runner = _works(plans, paths, timeout, ahead=0)  # latency is measured: nothing computes beside it
     gate = gate_for(
-        baseline,
+        loaded,
         fail_on,
         kind=PRIOR_ART.kind,
         names=[w.label for w in works],
         quick=quick,
         requested=candidate,
         allow_missing=allow_missing,
-        max_size=max_size,
     )
     execute(works, unit="candidate × check", gate=gate, quiet=quiet, junit=junit, workers=runner)
 

@@ -3,7 +3,8 @@
 
 Contract:
 - Before any work: ``report_paths`` checks ``--out``, ``junit_path`` checks ``--junit`` and
-  ``gate_for`` loads ``--baseline``; a problem with any is one line and exit 2, and so is a
+  ``load_baseline`` loads ``--baseline``, all three before torch is imported; ``gate_for`` then
+  checks the baseline against the run. A problem with any is one line and exit 2, and so is a
   baseline of a different problem (``reports.diff``) where the command gives its settings
   (``chain``); otherwise that is found after the run: one line and exit 2, the reports written.
 - ``execute`` computes each ``Work`` under one progress bar (units, elapsed time, ETA), writes its
@@ -112,8 +113,46 @@ class Gate:
     allow_different_problem: bool = False
 
 
-def gate_for(
+def _chosen(fail_on: Optional[FailOn], baselined: bool) -> str:
+    """What fails the run: --fail-on's value, else regression with a baseline and nothing without."""
+    return fail_on.value if fail_on else ("regression" if baselined else "none")
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The reports of --baseline (``load_baseline``) and where they came from."""
+
+    path: Path
+    reports: dict
+
+
+def load_baseline(
     baseline: Optional[Path],
+    fail_on: Optional[FailOn],
+    *,
+    allow_missing: Optional[list[str]] = None,
+    max_size: float = MAX_REPORT_MB,
+) -> Optional[Baseline]:
+    """Load --baseline (at most ``max_size`` MiB a file), or None without one. Reads reports only
+    (no torch), so a command calls it among its first checks: an unusable baseline, --fail-on
+    regression or kernel-change without one, and --allow-missing without one exit 2 at once."""
+    from reports.io import ReportError, load_set
+
+    chosen = _chosen(fail_on, baseline is not None)
+    if baseline is None:
+        if chosen in ("regression", "kernel-change"):
+            raise typer.BadParameter(f"--fail-on {chosen} needs --baseline", param_hint="--fail-on")
+        if allow_missing:
+            raise typer.BadParameter("--allow-missing needs --baseline", param_hint="--allow-missing")
+        return None
+    try:
+        return Baseline(baseline, load_set(baseline, max_size))
+    except ReportError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--baseline") from None
+
+
+def gate_for(
+    baseline: Optional[Baseline],
     fail_on: Optional[FailOn],
     *,
     kind: str,
@@ -122,19 +161,17 @@ def gate_for(
     requested: Optional[list[str]] = None,
     allow_missing: Optional[list[str]] = None,
     allow_different_problem: bool = False,
-    max_size: float = MAX_REPORT_MB,
     problem: Optional[dict[str, object]] = None,
 ) -> Gate:
-    """Load and check --baseline (at most ``max_size`` MiB a file) before any computation:
-    unusable input exits 2, and so does a baseline report whose kind's ``problem`` differs from
-    ``problem`` (the settings of the run about to start), unless ``allow_different_problem``.
-    --allow-missing without a baseline is a usage error, and so is --fail-on kernel-change without
-    a baseline or against a baseline report without kernel fingerprints."""
+    """The gate of a run about to start, checked against the loaded baseline before any
+    computation: a baseline with no ``kind`` report for ``names`` exits 2, and so does a baseline
+    report whose kind's ``problem`` differs from ``problem`` (the settings of the run), unless
+    ``allow_different_problem``, and --fail-on kernel-change against a baseline report without
+    kernel fingerprints."""
     from reports.diff import baselined_ops, different_problem, problem_differences, unfingerprinted
-    from reports.io import ReportError, load_set
     from reports.kinds import KINDS
 
-    chosen = fail_on.value if fail_on else ("regression" if baseline else "none")
+    chosen = _chosen(fail_on, baseline is not None)
     options = dict(
         fail_on=chosen,
         requested=list(requested or []),
@@ -142,27 +179,20 @@ def gate_for(
         allow_different_problem=allow_different_problem,
     )
     if baseline is None:
-        if chosen in ("regression", "kernel-change"):
-            raise typer.BadParameter(f"--fail-on {chosen} needs --baseline", param_hint="--fail-on")
-        if allow_missing:
-            raise typer.BadParameter("--allow-missing needs --baseline", param_hint="--allow-missing")
         return Gate(baseline=None, name="", **options)
-    try:
-        found = load_set(baseline, max_size)
-    except ReportError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--baseline") from None
+    found, path = baseline.reports, baseline.path
     covered = baselined_ops(found, kind, names, quick)
     if not covered:
         raise typer.BadParameter(
-            f"{baseline} holds no {kind} report for {', '.join(names)}" + (" (quick)" if quick else ""),
+            f"{path} holds no {kind} report for {', '.join(names)}" + (" (quick)" if quick else ""),
             param_hint="--baseline",
         )
     if problem is not None and not allow_different_problem:
         for name in covered:
-            path, report = found[(kind, name, quick)]
+            where, report = found[(kind, name, quick)]
             differs = problem_differences(KINDS[kind].problem(report.root), problem)
             if differs:
-                why = different_problem(kind, differs, old=path, new="this run")
+                why = different_problem(kind, differs, old=where, new="this run")
                 raise typer.BadParameter(str(why), param_hint="--baseline")
     bare = unfingerprinted(found, [(kind, n, quick) for n in covered]) if chosen == "kernel-change" else []
     if bare:
@@ -173,7 +203,7 @@ def gate_for(
     missing = [n for n in names if n not in covered]
     if missing:
         err.print(f"[yellow]--baseline has no {kind} report for {escape(', '.join(missing))}: not gated[/]")
-    return Gate(baseline=found, name=str(baseline), **options)
+    return Gate(baseline=found, name=str(path), **options)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,8 @@ from audit.cli.options import (
     TimeoutOpt,
 )
 from audit.cli.sdpa import AttentionOpt, DeterministicOpt
-from audit.cli.session import Work, execute, gate_for, junit_path, report_paths
+from audit.cli.session import Work, execute, gate_for, junit_path, load_baseline, report_paths
+from audit.core.names import TRAJECTORY_OP
 from reports.io import MAX_REPORT_MB
 
 
@@ -79,18 +80,22 @@ def trajectory(
     naming the first step that differs and whether the difference grows, stays or fades. Memory on a
     CPU, full block (the defaults), length 17, measured peak resident set: 3.3 GB; --hidden 512
     --heads 4 --ffn 1024 takes under a minute on two cores (34 s at 8 steps)."""
-    from audit.core.chain import labels
-    from audit.core.trajectory import scheduler
-    from audit.parent.chain import run_modes
-    from audit.parent.trajectory import KIND, OP, WORKER, trajectory_report
-    from reports.trajectory import settings
+    from reports.kinds import kind_name
+    from reports.trajectory import TrajectoryReport, settings
 
-    path = report_paths(out, [OP], KIND)[OP]
-
+    kind = kind_name(TrajectoryReport)
+    path = report_paths(out, [TRAJECTORY_OP], kind)[TRAJECTORY_OP]
     junit = junit_path(junit)
     if steps < 1:
         raise checks.usage_error(f"--steps must be at least 1, got {steps}")
     envs = checks.environments(config, env, mode_env)
+    loaded = load_baseline(baseline, fail_on, allow_missing=allow_missing, max_size=max_size)
+    # the checks above import no torch (tests/test_layout.py); from here on, torch is loaded
+    from audit.core.chain import labels
+    from audit.core.trajectory import scheduler
+    from audit.parent.chain import run_modes
+    from audit.parent.trajectory import WORKER, trajectory_report
+
     checks.load_adapters()
     modes = checks.modes(mode or ["plain"], envs)
     job = chain_job(
@@ -108,14 +113,13 @@ def trajectory(
     inherit = checks.inherited(inherit_env)
     asked = labels(job["choices"])
     gate = gate_for(
-        baseline,
+        loaded,
         fail_on,
-        kind=KIND,
-        names=[OP],
+        kind=kind,
+        names=[TRAJECTORY_OP],
         requested=[c.partition("=")[2] for c in candidate or []],
         allow_missing=allow_missing,
         allow_different_problem=allow_different_problem,
-        max_size=max_size,
         problem=settings(block=job["block"], steps=steps, lengths=job["lengths"], candidates=asked),
     )
 
@@ -125,4 +129,4 @@ def trajectory(
         )
         return trajectory_report(job, found, recorded)
 
-    execute([Work(OP, len(modes), path, compute)], unit="mode", gate=gate, quiet=quiet, junit=junit)
+    execute([Work(TRAJECTORY_OP, len(modes), path, compute)], unit="mode", gate=gate, quiet=quiet, junit=junit)

@@ -21,10 +21,11 @@ from audit.parent import launch
 from audit.parent.assemble import header
 from audit.parent.interpreters import Environments, worker_setup
 from audit.parent.provenance import collect
-from reports.chain import ChainReplay, ChainStage
+from audit.core.names import CHAIN_OP as OP
+from reports.chain import ChainReplay, ChainReport, ChainStage
+from reports.kinds import kind_name
 
-KIND = "h3_conditioning_chain_replay"
-OP = "conditioning_chain"  # the report's op: the whole chain
+KIND = kind_name(ChainReport)
 
 
 def run_modes(

@@ -30,8 +30,10 @@ from audit.parent import launch
 from audit.parent.launch import REPO
 from audit.parent.variables import is_recorded, worker_variables
 from modes import get_mode
+from reports.kinds import kind_name
+from reports.parallel import ParallelReport
 
-KIND = "h3_parallel"
+KIND = kind_name(ParallelReport)
 NCCL_VARIABLES_RECORDED = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE")
 
 

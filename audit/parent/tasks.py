@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING, Callable
 
 from audit.core.events import Done, Failed
 from audit.parent.assemble import bitwise_report, prior_art_report
+from reports.bitwise import BitwiseReport
+from reports.kinds import kind_name
+from reports.prior_art import PriorArtReport
 
 if TYPE_CHECKING:
     from audit.parent.runner import Outcome, Plan
@@ -72,7 +75,7 @@ BITWISE = Task(
     all_or_nothing=False,
     record=_record_bitwise,
     work="audit.worker.bitwise:run_bitwise",
-    kind="h3_bitwise_reuse",
+    kind=kind_name(BitwiseReport),
     assemble=bitwise_report,
 )
 PRIOR_ART = Task(
@@ -82,6 +85,6 @@ PRIOR_ART = Task(
     all_or_nothing=True,
     record=_record_prior_art,
     work="audit.worker.prior_art:run_prior_art",
-    kind="h3_prior_art",
+    kind=kind_name(PriorArtReport),
     assemble=prior_art_report,
 )

@@ -9,10 +9,11 @@ from audit.core.chain import REPEATS, labels
 from audit.core.trajectory import SCHEDULE
 from audit.parent.assemble import header
 from audit.parent.chain import mode_results, sdpa_record
-from reports.trajectory import Step, Trajectory
+from audit.core.names import TRAJECTORY_OP as OP
+from reports.kinds import kind_name
+from reports.trajectory import Step, Trajectory, TrajectoryReport
 
-KIND = "h3_denoising_trajectory"
-OP = "denoising_trajectory"  # the report's op: the whole loop
+KIND = kind_name(TrajectoryReport)
 WORKER = "audit.worker.trajectory"
 
 
