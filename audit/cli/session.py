@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import typer
 from rich.markup import escape
@@ -36,6 +36,9 @@ from audit.cli.app import console, err
 from audit.cli.checks import usage_error
 from audit.cli.options import FailOn
 from reports.io import MAX_REPORT_MB
+
+if TYPE_CHECKING:
+    from reports.kinds import ReportSet
 
 Advance = Callable[[str], None]
 WRITE_FAILED = 3
@@ -123,7 +126,7 @@ class Baseline:
     """The reports of --baseline (``load_baseline``) and where they came from."""
 
     path: Path
-    reports: dict
+    reports: ReportSet
 
 
 def load_baseline(
