@@ -108,7 +108,7 @@ class Gate:
     against the baseline was intended (``allow_missing``), and whether a baseline of a different
     problem is compared anyway."""
 
-    baseline: Optional[dict]
+    baseline: Optional[ReportSet]
     name: str
     fail_on: str
     requested: list[str] = field(default_factory=list)
