@@ -30,7 +30,9 @@ from audit.cli.sdpa import AttentionOpt, DeterministicOpt, setting
 from audit.cli.session import Work, execute, gate_for, junit_path, load_baseline, report_paths
 from audit.core.names import CHAIN_OP
 from modes import MODES
+from reports.chain import ChainReport, settings
 from reports.io import MAX_REPORT_MB
+from reports.kinds import kind_name
 
 REDUCED = "--hidden 512 --heads 4 --ffn 1024"  # a block that runs in under a minute on two CPU cores
 LengthOpt = Annotated[
@@ -135,9 +137,6 @@ def chain(
     h3_conditioning_chain_replay report with the first stage whose bits drift. Memory on a CPU, full
     block (the defaults), length 17, measured peak resident set: 10.3 GB, 17.5 GB with --backward;
     --hidden 512 --heads 4 --ffn 1024 takes under a minute on two cores (55 s with --backward)."""
-    from reports.chain import ChainReport, settings
-    from reports.kinds import kind_name
-
     kind = kind_name(ChainReport)
     path = report_paths(out, [CHAIN_OP], kind)[CHAIN_OP]
     junit = junit_path(junit)

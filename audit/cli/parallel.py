@@ -26,6 +26,8 @@ from audit.cli.options import (
 from audit.cli.session import Work, execute, gate_for, junit_path, load_baseline, report_paths
 from audit.core.names import LAYOUT_NAMES, OP_NAMES, UNEVEN_RULE
 from reports.io import MAX_REPORT_MB
+from reports.kinds import kind_name
+from reports.parallel import ParallelReport
 
 
 GLOO_SHARED_RANKS = 8  # gloo ranks allowed beyond the cores: they take turns on them
@@ -109,9 +111,6 @@ def parallel(
     with the backend's all-reduce, with a fixed-order sum of every rank's partial and, for a
     candidate that declares one, in its chunk order; each side runs --repeats times. Writes an
     h3_parallel report. A rank that fails stops every rank; the report says which and why."""
-    from reports.kinds import kind_name
-    from reports.parallel import ParallelReport
-
     checks.op_names(op)
     if op == "all":
         raise checks.usage_error("--op: audit parallel takes one op")

@@ -39,6 +39,8 @@ from audit.cli.sdpa import AttentionOpt, DeterministicOpt
 from audit.cli.session import Work, execute, gate_for, junit_path, load_baseline, report_paths
 from audit.core.names import TRAJECTORY_OP
 from reports.io import MAX_REPORT_MB
+from reports.kinds import kind_name
+from reports.trajectory import TrajectoryReport, settings
 
 
 @app.command()
@@ -80,9 +82,6 @@ def trajectory(
     naming the first step that differs and whether the difference grows, stays or fades. Memory on a
     CPU, full block (the defaults), length 17, measured peak resident set: 3.3 GB; --hidden 512
     --heads 4 --ffn 1024 takes under a minute on two cores (34 s at 8 steps)."""
-    from reports.kinds import kind_name
-    from reports.trajectory import TrajectoryReport, settings
-
     kind = kind_name(TrajectoryReport)
     path = report_paths(out, [TRAJECTORY_OP], kind)[TRAJECTORY_OP]
     junit = junit_path(junit)
