@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import SEEDS, audit_in_process
+from tests.helpers import SEEDS, TEMPLATES, audit_in_process
 
 
 # torch's CPU build runs its operators on GNU OpenMP threads, one per core, which spin before they
@@ -36,6 +36,13 @@ def pytest_configure(config):
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+@pytest.fixture(scope="session", autouse=True)
+def worker_templates():
+    """The worker templates ``audit_in_process`` forks from live as long as this pytest process."""
+    yield TEMPLATES
+    TEMPLATES.close()
 
 
 @pytest.fixture

@@ -10,6 +10,10 @@ Contract:
   ended) leaves no process of the tree running. ``job_dir`` directories are removed on every exit.
 - How a process ended is worded in one place, ``ended``: "exited with status 1", "was killed by
   SIGKILL", "timed out after 30 s", each with "after raising X" when the worker said so.
+- While ``Templates.serving`` is open, a worker (``python -m audit.worker.X``) is forked from a
+  template process that imported torch and diffusers once for its interpreter and variables
+  (``audit.worker.template``) instead of starting a new interpreter; everything above holds for it
+  too. The template outlives the commands that used it, until ``Templates.close``.
 """
 
 from __future__ import annotations
@@ -17,14 +21,16 @@ from __future__ import annotations
 import itertools
 import os
 import select
+import json
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +58,7 @@ def job_dir(prefix: str) -> Iterator[Path]:
 class Launched:
     """A running process tree: ``popen`` is its root; ``log`` holds its output."""
 
-    popen: subprocess.Popen
+    popen: subprocess.Popen | Forked
     log: Path
     marker: str
     started: float = field(default_factory=time.monotonic)
@@ -112,8 +118,16 @@ def start(
 ) -> Launched:
     """Start ``python ARGV`` (or ``ARGV`` itself when ``python`` is empty) as described above;
     ``variables`` is its whole environment, to which only the marker is added."""
+    if _serving and python and argv[:1] == ["-m"] and argv[1].startswith("audit.worker."):
+        forked = _serving[-1].fork(argv[1], argv[2:], variables=variables, python=python, log=log, pass_fds=pass_fds)
+        if forked is not None:
+            return forked
+    return _spawn([python, *argv] if python else list(argv), variables=variables, log=log, pass_fds=pass_fds)
+
+
+def _spawn(command: list[str], *, variables: dict[str, str], log: Path, pass_fds: tuple) -> Launched:
+    """``command`` as a new process, as ``start`` describes."""
     marker = f"{os.getpid()}-{next(_serial)}"
-    command = [python, *argv] if python else list(argv)
     with open(log, "wb") as out:
         popen = subprocess.Popen(
             command,
@@ -126,6 +140,140 @@ def start(
             start_new_session=True,
         )
     return Launched(popen, log, marker)
+
+
+class Forked:
+    """A worker forked by a template: the part of ``subprocess.Popen`` that ``Launched`` uses. Its
+    exit status comes from the template, which reaps it, on the ``status`` socket."""
+
+    def __init__(self, status: socket.socket, timeout: float):
+        self._status, self._buffer, self.returncode = status, b"", None
+        pid = self._line(timeout)
+        if pid is None:
+            status.close()
+            raise OSError("the template did not fork the worker")
+        self.pid = pid
+
+    def _line(self, timeout: float | None) -> int | None:
+        """The next number the template or the worker wrote; None at the end of the stream."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self._status], [], [], left)[0]:
+                raise subprocess.TimeoutExpired("a forked worker", timeout or 0.0)
+            chunk = self._status.recv(64)
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return int(line)
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            code = self._line(timeout)
+            self._status.close()
+            if code is None:
+                raise RuntimeError(f"the template that forked process {self.pid} ended; its exit status is lost")
+            self.returncode = code
+        return self.returncode
+
+    def poll(self) -> int | None:
+        try:
+            return self.wait(0)
+        except subprocess.TimeoutExpired:
+            return None
+
+
+class Templates:
+    """Template processes (``audit.worker.template``), one per interpreter and set of variables,
+    started for the ``start_on``-th worker of that key; the ones before start as new interpreters
+    (a template that serves one worker only adds its own start). ``unkeyed`` names variables that
+    may differ between the workers of one template (each worker gets its own values; nothing the
+    template imports reads them). A template that cannot preload refuses, and its workers start as
+    new interpreters."""
+
+    def __init__(self, *, unkeyed: Collection[str] = (), start_on: int = 2):
+        self.unkeyed = frozenset(unkeyed) | {MARKER}
+        self.start_on = start_on
+        self.folder: Path | None = None  # the templates' logs
+        self.asked: dict[tuple, int] = {}  # workers asked for, per key
+        self.started: dict[tuple, tuple[Launched, socket.socket] | None] = {}
+
+    @contextmanager
+    def serving(self) -> Iterator[Templates]:
+        """While open, ``start`` forks workers from these templates."""
+        _serving.append(self)
+        try:
+            yield self
+        finally:
+            _serving.remove(self)
+
+    def fork(
+        self, module: str, args: list[str], *, variables: dict[str, str], python: str, log: Path, pass_fds: tuple
+    ) -> Launched | None:
+        """``python -m MODULE ARGS`` forked from the template for ``python`` and ``variables``; None
+        when it is not started yet (see above), refused or is gone."""
+        key = (python, frozenset((k, v) for k, v in variables.items() if k not in self.unkeyed))
+        self.asked[key] = self.asked.get(key, 0) + 1
+        if key not in self.started and self.asked[key] >= self.start_on:
+            self.started[key] = self._start_template(python, variables)
+        if (template := self.started.get(key)) is None:
+            return None
+        marker = f"{os.getpid()}-{next(_serial)}"
+        request = {
+            "module": module,
+            "args": args,
+            "cwd": str(REPO),
+            "variables": {**variables, MARKER: marker},
+            "targets": [1, 2, *pass_fds],
+        }
+        mine, theirs = socket.socketpair()
+        try:
+            with open(log, "wb") as out:
+                fds = [theirs.fileno(), out.fileno(), out.fileno(), *pass_fds]
+                socket.send_fds(template[1], [json.dumps(request).encode()], fds)
+        except OSError:
+            mine.close()
+            self.started[key] = None
+            return None
+        finally:
+            theirs.close()
+        return Launched(Forked(mine, timeout=TEMPLATE_START_S), log, marker)
+
+    def _start_template(self, python: str, variables: dict[str, str]) -> tuple[Launched, socket.socket] | None:
+        """A template for ``python`` and ``variables``, ready to fork; None when it refused."""
+        if self.folder is None:
+            self.folder = Path(tempfile.mkdtemp(prefix="audit-templates-"))
+        control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            launched = _spawn(
+                [python, "-m", "audit.worker.template", str(theirs.fileno())],
+                variables=variables,
+                log=self.folder / f"template-{len(self.started)}.log",
+                pass_fds=(theirs.fileno(),),
+            )
+        finally:
+            theirs.close()
+        if select.select([control], [], [], TEMPLATE_START_S)[0] and control.recv(4096) == b"ready":
+            return launched, control
+        control.close()
+        launched.kill()
+        return None
+
+    def close(self) -> None:
+        """End every template and every worker still running from one."""
+        for template in self.started.values():
+            if template is not None:
+                template[1].close()
+                template[0].kill()
+        self.started.clear()
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
+
+
+TEMPLATE_START_S = 600.0  # how long a template may take to import torch and diffusers
+_serving: list[Templates] = []
 
 
 def ask(argv: list[str], *, timeout: float, variables: dict[str, str] | None = None) -> tuple[int | None, str, str]:
