@@ -3,7 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import SEEDS, TEMPLATES, audit_in_process
+from audit.parent import launch
+from tests.helpers import SEEDS, SESSION_TEMPLATES, audit_in_process
 
 
 # torch's CPU build runs its operators on GNU OpenMP threads, one per core, which spin before they
@@ -40,9 +41,16 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session", autouse=True)
 def worker_templates():
-    """The worker templates ``audit_in_process`` forks from live as long as this pytest process."""
-    yield TEMPLATES
-    TEMPLATES.close()
+    """The session's worker templates (``audit.parent.launch.Templates``): ``audit_in_process`` starts
+    and forks from them, and every ``audit`` process the tests start forks from them
+    ($AUDIT_TEMPLATES). They end with the session."""
+    templates = launch.Templates()
+    SESSION_TEMPLATES.append(templates)
+    os.environ[launch.TEMPLATES_ENV] = str(templates.folder)
+    yield templates
+    os.environ.pop(launch.TEMPLATES_ENV)
+    SESSION_TEMPLATES.remove(templates)
+    templates.close()
 
 
 @pytest.fixture

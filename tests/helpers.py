@@ -10,16 +10,14 @@ import tempfile
 from contextlib import nullcontext
 from pathlib import Path
 
-from audit.core.candidates import PLUGINS_ENV
 from audit.parent import launch
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
 SEEDS = sorted(FIXTURES.glob("*.json"))
-# The worker templates of this pytest process (closed at the end of the session by tests/conftest.py):
-# ``audit_in_process`` forks the workers of its commands from them. The variable pytest changes for
-# each test, and the plugins a worker loads (after it is forked), are the worker's own.
-TEMPLATES = launch.Templates(unkeyed=("PYTEST_CURRENT_TEST", PLUGINS_ENV))
+# The worker templates of this pytest process (``tests/conftest.py`` starts them for the session and
+# names their folder in $AUDIT_TEMPLATES, so that commands run as processes fork from them too).
+SESSION_TEMPLATES: list[launch.Templates] = []
 
 
 def load(path: Path) -> dict:
@@ -46,10 +44,10 @@ def audit_in_process(*args: str, env: dict | None = None) -> subprocess.Complete
     with COLUMNS=200 and ``env`` added to the environment while it runs (the consoles keep the width
     they took when ``audit.cli`` was imported). The command's own process is this one; the workers
     it starts are processes of their own, with that environment, as from the command line; they are
-    forked from ``TEMPLATES`` unless ``env`` names a variable the templates are keyed on (TMPDIR,
-    say: its template would serve one command, and outlive it). So it runs every command without an
-    interpreter start and torch's import for the command itself, and most of its workers without
-    either. The
+    forked from the session's templates, which start new ones for a key's second worker, unless
+    ``env`` names a variable the templates are keyed on (TMPDIR, say: such a template would serve
+    one test and outlive it). So it runs every command without an interpreter start and torch's
+    import for the command itself, and most of its workers without either. The
     answer is what ``audit`` gives: the exit status, stdout and stderr. The $AUDIT_PLUGINS modules
     in ``env`` register into a copy of the candidate registry that holds none of their candidates
     (a test may have imported one here), dropped afterwards, so other tests' in-process runs do not
@@ -77,7 +75,8 @@ def audit_in_process(*args: str, env: dict | None = None) -> subprocess.Complete
             sys.modules.pop(name, None)  # imported afresh, they register into the copy
         os.chdir(REPO)
         tempfile.tempdir = None
-        with TEMPLATES.serving() if set(env or ()) <= TEMPLATES.unkeyed else nullcontext():
+        owner = SESSION_TEMPLATES[0].serving() if SESSION_TEMPLATES and set(env or ()) <= launch.UNKEYED else None
+        with owner or nullcontext():
             done = CliRunner().invoke(app, list(args), env={"COLUMNS": "200", **(env or {})})
     finally:
         tempfile.tempdir = None

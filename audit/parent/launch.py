@@ -10,18 +10,21 @@ Contract:
   ended) leaves no process of the tree running. ``job_dir`` directories are removed on every exit.
 - How a process ended is worded in one place, ``ended``: "exited with status 1", "was killed by
   SIGKILL", "timed out after 30 s", each with "after raising X" when the worker said so.
-- While ``Templates.serving`` is open, a worker (``python -m audit.worker.X``) is forked from a
-  template process that imported torch and diffusers once for its interpreter and variables
-  (``audit.worker.template``) instead of starting a new interpreter; everything above holds for it
-  too. The template outlives the commands that used it, until ``Templates.close``.
+- While ``Templates.serving`` is open, or with ``$AUDIT_TEMPLATES`` naming a folder of templates,
+  a worker (``python -m audit.worker.X``) whose interpreter and variables have a template is forked
+  from it (``audit.worker.template``: torch and diffusers imported once) instead of starting a new
+  interpreter; everything above holds for it too. A template outlives the commands that used it,
+  until its owner's ``Templates.close``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
-import os
-import select
 import json
+import os
+import resource
+import select
 import shutil
 import signal
 import socket
@@ -30,7 +33,7 @@ import sys
 import tempfile
 import time
 from collections import deque
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,8 +121,8 @@ def start(
 ) -> Launched:
     """Start ``python ARGV`` (or ``ARGV`` itself when ``python`` is empty) as described above;
     ``variables`` is its whole environment, to which only the marker is added."""
-    if _serving and python and argv[:1] == ["-m"] and argv[1].startswith("audit.worker."):
-        forked = _serving[-1].fork(argv[1], argv[2:], variables=variables, python=python, log=log, pass_fds=pass_fds)
+    if python and argv[:1] == ["-m"] and argv[1].startswith("audit.worker.") and (templates := _templates()):
+        forked = templates.fork(argv[1], argv[2:], variables=variables, python=python, log=log, pass_fds=pass_fds)
         if forked is not None:
             return forked
     return _spawn([python, *argv] if python else list(argv), variables=variables, log=log, pass_fds=pass_fds)
@@ -143,8 +146,9 @@ def _spawn(command: list[str], *, variables: dict[str, str], log: Path, pass_fds
 
 
 class Forked:
-    """A worker forked by a template: the part of ``subprocess.Popen`` that ``Launched`` uses. Its
-    exit status comes from the template, which reaps it, on the ``status`` socket."""
+    """A worker forked by a template: the part of ``subprocess.Popen`` that ``Launched`` uses. Its pid
+    and then its exit status (from the template, which reaps it) come on ``status``, the request's
+    connection."""
 
     def __init__(self, status: socket.socket, timeout: float):
         self._status, self._buffer, self.returncode = status, b"", None
@@ -185,19 +189,21 @@ class Forked:
 
 
 class Templates:
-    """Template processes (``audit.worker.template``), one per interpreter and set of variables,
-    started for the ``start_on``-th worker of that key; the ones before start as new interpreters
-    (a template that serves one worker only adds its own start). ``unkeyed`` names variables that
-    may differ between the workers of one template (each worker gets its own values; nothing the
-    template imports reads them). A template that cannot preload refuses, and its workers start as
-    new interpreters."""
+    """Template processes (``audit.worker.template``), one per interpreter, set of variables (all but
+    ``UNKEYED``) and inherited process attributes (``_inherited``), each listening on a socket in
+    ``folder`` named after that key. ``fork`` forks a
+    worker from the template of its key. The owner (``start_on`` given) starts the template for the
+    ``start_on``-th worker of a key (the ones before start as new interpreters: a template that
+    serves one worker only adds its own start) and ends them all on ``close``; a template that
+    cannot preload refuses, and the workers of its key start as new interpreters. A process started
+    with ``$AUDIT_TEMPLATES=FOLDER`` forks its workers from the templates listening there, if any,
+    and starts none."""
 
-    def __init__(self, *, unkeyed: Collection[str] = (), start_on: int = 2):
-        self.unkeyed = frozenset(unkeyed) | {MARKER}
+    def __init__(self, folder: Path | None = None, *, start_on: int | None = 2):
+        self.folder = folder or Path(tempfile.mkdtemp(prefix="audit-templates-"))
         self.start_on = start_on
-        self.folder: Path | None = None  # the templates' logs
-        self.asked: dict[tuple, int] = {}  # workers asked for, per key
-        self.started: dict[tuple, tuple[Launched, socket.socket] | None] = {}
+        self.asked: dict[str, int] = {}  # workers asked for, per key
+        self.started: dict[str, tuple[Launched, socket.socket] | None] = {}  # None: refused
 
     @contextmanager
     def serving(self) -> Iterator[Templates]:
@@ -212,12 +218,15 @@ class Templates:
         self, module: str, args: list[str], *, variables: dict[str, str], python: str, log: Path, pass_fds: tuple
     ) -> Launched | None:
         """``python -m MODULE ARGS`` forked from the template for ``python`` and ``variables``; None
-        when it is not started yet (see above), refused or is gone."""
-        key = (python, frozenset((k, v) for k, v in variables.items() if k not in self.unkeyed))
-        self.asked[key] = self.asked.get(key, 0) + 1
-        if key not in self.started and self.asked[key] >= self.start_on:
-            self.started[key] = self._start_template(python, variables)
-        if (template := self.started.get(key)) is None:
+        when there is none (not started yet, refused, gone)."""
+        keyed = sorted((k, v) for k, v in variables.items() if k not in UNKEYED)
+        name = hashlib.sha256(json.dumps([python, keyed, _inherited()]).encode()).hexdigest()[:24]
+        path = self.folder / f"{name}.sock"
+        if self.start_on is not None and name not in self.started:
+            self.asked[name] = self.asked.get(name, 0) + 1
+            if self.asked[name] >= self.start_on:
+                self.started[name] = self._start_template(python, variables, path)
+        if self.started.get(name, True) is None or len(bytes(path)) >= 100 or not path.exists():
             return None
         marker = f"{os.getpid()}-{next(_serial)}"
         request = {
@@ -227,29 +236,26 @@ class Templates:
             "variables": {**variables, MARKER: marker},
             "targets": [1, 2, *pass_fds],
         }
-        mine, theirs = socket.socketpair()
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
+            connection.connect(str(path))
             with open(log, "wb") as out:
-                fds = [theirs.fileno(), out.fileno(), out.fileno(), *pass_fds]
-                socket.send_fds(template[1], [json.dumps(request).encode()], fds)
-        except OSError:
-            mine.close()
-            self.started[key] = None
+                socket.send_fds(connection, [json.dumps(request).encode()], [out.fileno(), out.fileno(), *pass_fds])
+        except OSError:  # the template is gone
+            connection.close()
             return None
-        finally:
-            theirs.close()
-        return Launched(Forked(mine, timeout=TEMPLATE_START_S), log, marker)
+        return Launched(Forked(connection, timeout=TEMPLATE_START_S), log, marker)
 
-    def _start_template(self, python: str, variables: dict[str, str]) -> tuple[Launched, socket.socket] | None:
-        """A template for ``python`` and ``variables``, ready to fork; None when it refused."""
-        if self.folder is None:
-            self.folder = Path(tempfile.mkdtemp(prefix="audit-templates-"))
+    def _start_template(
+        self, python: str, variables: dict[str, str], path: Path
+    ) -> tuple[Launched, socket.socket] | None:
+        """The template for ``python`` and ``variables``, listening on ``path``; None when it refused."""
         control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             launched = _spawn(
-                [python, "-m", "audit.worker.template", str(theirs.fileno())],
+                [python, "-m", "audit.worker.template", str(theirs.fileno()), str(path)],
                 variables=variables,
-                log=self.folder / f"template-{len(self.started)}.log",
+                log=path.with_suffix(".log"),
                 pass_fds=(theirs.fileno(),),
             )
         finally:
@@ -261,19 +267,41 @@ class Templates:
         return None
 
     def close(self) -> None:
-        """End every template and every worker still running from one."""
+        """End every template this owner started, every worker still running from one, and the folder."""
         for template in self.started.values():
             if template is not None:
                 template[1].close()
                 template[0].kill()
         self.started.clear()
-        if self.folder is not None:
-            shutil.rmtree(self.folder, ignore_errors=True)
-            self.folder = None
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
+TEMPLATES_ENV = "AUDIT_TEMPLATES"
+# Variables a worker may have other values of than its template: its own marker, the plugins it
+# loads (after the fork) and pytest's name of the running test.
+UNKEYED = frozenset({MARKER, "AUDIT_PLUGINS", "PYTEST_CURRENT_TEST"})
 TEMPLATE_START_S = 600.0  # how long a template may take to import torch and diffusers
 _serving: list[Templates] = []
+
+
+def _inherited() -> list:
+    """What a new process inherits from this one, besides its variables and descriptors, that a
+    process forked from a template has from the template instead: the resource limits, the CPU
+    affinity, the nice value and the umask. A template serves only the processes that have its own."""
+    limits = [
+        resource.getrlimit(getattr(resource, name)) for name in sorted(dir(resource)) if name.startswith("RLIMIT_")
+    ]
+    status = Path("/proc/self/status").read_text().splitlines()
+    umask = next((line.split()[1] for line in status if line.startswith("Umask:")), None)
+    return [limits, sorted(os.sched_getaffinity(0)), os.getpriority(os.PRIO_PROCESS, 0), umask]
+
+
+def _templates() -> Templates | None:
+    """The templates ``start`` forks from: the innermost serving, else those in $AUDIT_TEMPLATES."""
+    if _serving:
+        return _serving[-1]
+    folder = os.environ.get(TEMPLATES_ENV)
+    return Templates(Path(folder), start_on=None) if folder else None
 
 
 def ask(argv: list[str], *, timeout: float, variables: dict[str, str] | None = None) -> tuple[int | None, str, str]:

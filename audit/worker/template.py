@@ -2,19 +2,20 @@
 request of the launcher (``audit.parent.launch.Templates``), so that the workers of one interpreter
 and one set of variables pay torch's and diffusers' imports once.
 
-Started as ``python -m audit.worker.template FD`` with the variables of the workers it will serve;
-FD is its end of a ``SOCK_SEQPACKET`` pair with the launcher. It imports ``PRELOAD`` (and diffusers'
-modules in ``DIFFUSERS``, where diffusers is installed), then sends ``ready``; or, when an import
-fails or has initialised CUDA, prints the traceback to its log, sends ``refused: WHY`` and ends. It
-imports no candidate, plugin or adapter and runs no operator, so it holds no state a worker
-computes with: torch's generators are at their seeds, CUDA is not initialised, OpenMP has started
-no thread (the one thread besides the main one is the OpenBLAS server numpy starts, which OpenBLAS
-stops before a fork, in its ``pthread_atfork`` handler).
+Started as ``python -m audit.worker.template FD PATH`` with the variables of the workers it will
+serve; FD is its end of a ``SOCK_SEQPACKET`` pair with its owner. It imports ``PRELOAD`` (and
+diffusers' modules in ``DIFFUSERS``, where diffusers is installed), listens on the Unix socket PATH
+and sends ``ready``; or, when an import fails or has initialised CUDA, prints the traceback to its
+log, sends ``refused: WHY`` and ends. It imports no candidate, plugin or adapter and runs no
+operator, so it holds no state a worker computes with: torch's generators are at their seeds, CUDA
+is not initialised, OpenMP has started no thread (the one thread besides the main one is the
+OpenBLAS server numpy starts, which OpenBLAS stops before a fork, in its ``pthread_atfork``
+handler).
 
-A request is one message: JSON ``{"module", "args", "cwd", "variables", "targets"}`` and the file
-descriptors ``[status, *fds]``. The forked worker:
+A request is a connection to PATH and one message on it: JSON ``{"module", "args", "cwd",
+"variables", "targets"}`` and file descriptors ``fds``. The forked worker:
 
-- starts a session of its own, then writes its pid and a newline on ``status``;
+- starts a session of its own, then writes its pid and a newline on the connection;
 - has ``fds[i]`` as descriptor ``targets[i]`` (the log as 1 and 2, the pipes the launcher passes),
   /dev/null as 0, and no other descriptor;
 - runs in ``cwd`` with exactly ``variables`` as its environment, and runs ``python -m MODULE ARGS``
@@ -22,8 +23,9 @@ descriptors ``[status, *fds]``. The forked worker:
   ``SystemExit``, 1 after printing an exception's traceback), the same exit functions.
 
 When it ends, the template writes its exit status (``subprocess.Popen.returncode``'s convention:
-negative for a signal) and a newline on ``status``. The template ends when the launcher closes its
-end; the workers it forked are the launcher's to stop (``Launched.kill``).
+negative for a signal) and a newline on the connection. The template ends, removing PATH, when its
+owner closes its end of the pair; the workers it forked are their launchers' to stop
+(``Launched.kill``).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ MAX_MESSAGE = 1 << 20
 MAX_FDS = 16
 
 
-def main(fd: int) -> int:
+def main(fd: int, path: str) -> int:
     control = socket.socket(fileno=fd)
     try:
         for name in PRELOAD:
@@ -73,40 +75,50 @@ def main(fd: int) -> int:
                     raise
         if sys.modules["torch"].cuda.is_initialized():
             raise RuntimeError("importing the workers' modules initialised CUDA, which a fork cannot keep")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        listener.bind(path)
+        listener.listen(64)
     except BaseException as exc:
         traceback.print_exc()
         control.send(f"refused: {type(exc).__name__}: {exc}".encode())
         return 0
     control.send(b"ready")
-    serve(control)
+    try:
+        serve(control, listener)
+    finally:
+        os.unlink(path)
     return 0
 
 
-def serve(control: socket.socket) -> None:
-    """Fork a worker per request until the launcher closes ``control``; report each one's exit status
-    on its ``status`` socket when it is reaped."""
+def serve(control: socket.socket, listener: socket.socket) -> None:
+    """Fork a worker per request until the owner closes ``control``; report each one's exit status on
+    its request's connection when it is reaped."""
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     children: dict[int, socket.socket] = {}
     while True:
-        ready, _, _ = select.select([control, wake_read], [], [])
+        ready, _, _ = select.select([control, listener, wake_read], [], [])
         if wake_read in ready:
             os.read(wake_read, 4096)
         _reap(children)
-        if control in ready:
-            message, fds, _, _ = socket.recv_fds(control, MAX_MESSAGE, MAX_FDS)
+        if control in ready and not control.recv(16):
+            return
+        if listener in ready:
+            connection, _ = listener.accept()
+            message, fds, _, _ = socket.recv_fds(connection, MAX_MESSAGE, MAX_FDS)
             if not message:
-                return
+                connection.close()
+                continue
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
-                _become(json.loads(message), fds)
-            children[pid] = socket.socket(fileno=fds[0])
-            for other in fds[1:]:
-                os.close(other)
+                _become(json.loads(message), connection.fileno(), fds)
+            children[pid] = connection
+            for fd in fds:
+                os.close(fd)
 
 
 def _reap(children: dict[int, socket.socket]) -> None:
@@ -121,14 +133,13 @@ def _reap(children: dict[int, socket.socket]) -> None:
             sock.close()
 
 
-def _become(request: dict, fds: list[int]) -> None:
+def _become(request: dict, status: int, fds: list[int]) -> None:
     """In the forked child: become the requested worker, as described above; never returns."""
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
-    status, given, targets = fds[0], fds[1:], request["targets"]
+    given, targets = fds, request["targets"]
     os.write(status, f"{os.getpid()}\n".encode())
-    os.close(status)
     high = max([*targets, *given, 2]) + 1
     moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, high) for fd in given]
     for fd, target in zip(moved, targets):
@@ -181,4 +192,4 @@ def _exit_status(code: object) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1])))
+    sys.exit(main(int(sys.argv[1]), sys.argv[2]))

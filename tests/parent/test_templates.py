@@ -4,6 +4,7 @@ descriptors, session, exit status), it is stopped the same way, and it computes 
 
 import json
 import os
+import resource
 import signal
 import sys
 import time
@@ -69,23 +70,49 @@ def test_a_forked_worker_is_the_process_a_new_interpreter_would_be(templates, tm
 
 
 def test_one_template_serves_the_workers_of_one_set_of_variables_from_the_second_on(tmp_path):
-    own = launch.Templates(unkeyed=("PER_WORKER",))
+    own = launch.Templates()
     log = tmp_path / "first.log"
     try:
         first = own.fork(
             PROBE, ["seen.json", "return"], variables=dict(os.environ), python=sys.executable, log=log, pass_fds=()
         )
         assert first is None and not own.started, "the first worker of a key starts as a new interpreter"
-        for i, extra in enumerate([{"PER_WORKER": "1"}, {"PER_WORKER": "2"}]):
+        for i, plugins in enumerate(["tests.plugins.a", "tests.plugins.b"]):  # an unkeyed variable
             (tmp_path / str(i)).mkdir()
-            launched, out = _launch(own, tmp_path / str(i), "return", {**os.environ, **extra})
+            launched, out = _launch(own, tmp_path / str(i), "return", {**os.environ, "AUDIT_PLUGINS": plugins})
             assert launched.wait(time.monotonic() + 120) == 0
-            assert json.loads(out.read_text())["environ"]["PER_WORKER"] == extra["PER_WORKER"]
+            assert json.loads(out.read_text())["environ"]["AUDIT_PLUGINS"] == plugins
         assert len(own.started) == 1
         assert (
             own.fork(PROBE, ["x"], variables={**os.environ, "OTHER": "x"}, python=sys.executable, log=log, pass_fds=())
             is None
         )
+        client = launch.Templates(own.folder, start_on=None)  # a command run with $AUDIT_TEMPLATES
+        (tmp_path / "client").mkdir()
+        launched, out = _launch(client, tmp_path / "client", "return", dict(os.environ))
+        assert launched.wait(time.monotonic() + 120) == 0 and out.exists()
+        assert (
+            client.fork(
+                PROBE, ["x"], variables={**os.environ, "OTHER": "y"}, python=sys.executable, log=log, pass_fds=()
+            )
+            is None
+        )
+        assert (
+            client.fork(
+                PROBE, ["x"], variables={**os.environ, "OTHER": "y"}, python=sys.executable, log=log, pass_fds=()
+            )
+            is None
+        )
+        assert len(own.started) == 1 and not client.started, "a client starts no template"
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft - 1, hard))
+        try:  # a new interpreter would inherit the lower limit, a forked worker the template's
+            assert (
+                client.fork(PROBE, ["x"], variables=dict(os.environ), python=sys.executable, log=log, pass_fds=())
+                is None
+            )
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     finally:
         own.close()
 
@@ -118,22 +145,24 @@ def test_a_template_that_cannot_import_diffusers_refuses_and_says_why_in_its_log
             is None
         )
         assert list(own.started.values()) == [None] and not log.exists()
-        assert "ImportError: planted: a broken diffusers" in (own.folder / "template-0.log").read_text()
+        assert "ImportError: planted: a broken diffusers" in next(own.folder.glob("*.log")).read_text()
     finally:
         own.close()
 
 
-def test_workers_forked_from_templates_write_the_report_new_interpreters_write(tmp_path, gate_residual_case_1):
-    """``gate_residual_case_1`` ran with its worker forked (``audit_in_process`` without ``env``);
-    here the same command runs with a new interpreter (a TMPDIR given in ``env``)."""
-    out = tmp_path / "new.json"
-    argv = ["run", "--op", "gate_residual", "--device", "cpu", "--case", "1", "--candidate", "diffusers"]
-    (tmp_path / "tmp").mkdir()
-    done = audit_in_process(*argv, "--out", str(out), "-q", env={"TMPDIR": str(tmp_path / "tmp")})
+def test_workers_forked_from_templates_write_the_report_new_interpreters_write(templates, tmp_path):
+    """The same command twice in this process, its worker a new interpreter, then forked from a
+    template (a TMPDIR in ``env`` keeps the session's templates out)."""
+    argv = ["run", "--op", "gate_residual", "--device", "cpu", "--case", "1", "--candidate", "diffusers", "-q"]
+    env = {"TMPDIR": str(tmp_path)}
+    done = audit_in_process(*argv, "--out", str(tmp_path / "new.json"), env=env)
     assert done.returncode == 0, done.stderr
-    forked, new = load(gate_residual_case_1), load(out)
+    with templates.serving():
+        done = audit_in_process(*argv, "--out", str(tmp_path / "forked.json"), env=env)
+    assert done.returncode == 0, done.stderr
+    assert len(templates.started) == 1
+    new, forked = load(tmp_path / "new.json"), load(tmp_path / "forked.json")
     for key in ("inputs_sha256", "kernel_names", "results", "environment"):
         assert forked[key] == new[key], key
-    assert (
-        forked["timing"]["modes"]["plain"]["phases"]["imports"] < new["timing"]["modes"]["plain"]["phases"]["imports"]
-    )
+    imports = [report["timing"]["modes"]["plain"]["phases"]["imports"] for report in (forked, new)]
+    assert imports[0] < imports[1] / 2, imports
