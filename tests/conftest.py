@@ -43,7 +43,15 @@ def pytest_configure(config):
 def worker_templates():
     """The session's worker templates (``audit.parent.launch.Templates``): ``audit_in_process`` starts
     and forks from them, and every ``audit`` process the tests start forks from them
-    ($AUDIT_TEMPLATES). They end with the session."""
+    ($AUDIT_TEMPLATES). They end with the session. Not on a machine with a GPU: a worker forked from
+    a process in which a library had initialised the CUDA driver could not use it, and the
+    templates' imports have not been checked for that on one; there the workers are new
+    interpreters, as from a shell."""
+    import torch
+
+    if torch.cuda.is_available():
+        yield None
+        return
     templates = launch.Templates()
     SESSION_TEMPLATES.append(templates)
     os.environ[launch.TEMPLATES_ENV] = str(templates.folder)
