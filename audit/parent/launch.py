@@ -11,10 +11,10 @@ Contract:
 - How a process ended is worded in one place, ``ended``: "exited with status 1", "was killed by
   SIGKILL", "timed out after 30 s", each with "after raising X" when the worker said so.
 - While ``Templates.serving`` is open, or with ``$AUDIT_TEMPLATES`` naming a folder of templates,
-  a worker (``python -m audit.worker.X``) whose interpreter and variables have a template is forked
-  from it (``audit.worker.template``: torch and diffusers imported once) instead of starting a new
-  interpreter; everything above holds for it too. A template outlives the commands that used it,
-  until its owner's ``Templates.close``.
+  a worker (``python -m audit.worker.X``) whose interpreter, variables and process limits have a
+  template is forked from it (``audit.worker.template``: torch and diffusers imported once)
+  instead of starting a new interpreter; everything above holds for it too. A template outlives
+  the commands that used it, until its owner's ``Templates.close``.
 """
 
 from __future__ import annotations
@@ -191,13 +191,12 @@ class Forked:
 class Templates:
     """Template processes (``audit.worker.template``), one per interpreter, set of variables (all but
     ``UNKEYED``) and inherited process attributes (``_inherited``), each listening on a socket in
-    ``folder`` named after that key. ``fork`` forks a
-    worker from the template of its key. The owner (``start_on`` given) starts the template for the
-    ``start_on``-th worker of a key (the ones before start as new interpreters: a template that
-    serves one worker only adds its own start) and ends them all on ``close``; a template that
-    cannot preload refuses, and the workers of its key start as new interpreters. A process started
-    with ``$AUDIT_TEMPLATES=FOLDER`` forks its workers from the templates listening there, if any,
-    and starts none."""
+    ``folder`` named after that key. ``fork`` forks a worker from the template of its key. The owner
+    (``start_on`` given) starts the template for the ``start_on``-th worker of a key (the ones
+    before start as new interpreters: a template that serves one worker only adds its own start)
+    and ends them all on ``close``; a template that cannot preload refuses, and the workers of its
+    key start as new interpreters. A process started with ``$AUDIT_TEMPLATES=FOLDER`` forks its
+    workers from the templates listening there, if any, and starts none."""
 
     def __init__(self, folder: Path | None = None, *, start_on: int | None = 2):
         self.folder = folder or Path(tempfile.mkdtemp(prefix="audit-templates-"))

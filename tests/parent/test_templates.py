@@ -127,7 +127,10 @@ def test_a_forked_worker_is_killed_with_its_tree_and_close_ends_every_template(t
     assert launch.ended(hanging.popen.returncode) == "was killed by SIGKILL"
     (tmp_path / "later").mkdir()
     left, _ = _launch(own, tmp_path / "later", "hang", dict(os.environ))
-    own.close()
+    own.close()  # SIGKILL for each; a big process may take a moment to die on a busy machine
+    deadline = time.monotonic() + 10
+    while any(map(alive, [left.popen.pid, *template_pids])) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert not alive(left.popen.pid) and not any(map(alive, template_pids))
 
 
