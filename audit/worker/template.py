@@ -138,10 +138,10 @@ def _become(request: dict, status: int, fds: list[int]) -> None:
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
-    given, targets = fds, request["targets"]
+    targets = request["targets"]
     os.write(status, f"{os.getpid()}\n".encode())
-    high = max([*targets, *given, 2]) + 1
-    moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, high) for fd in given]
+    high = max([*targets, *fds, 2]) + 1
+    moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, high) for fd in fds]
     for fd, target in zip(moved, targets):
         os.dup2(fd, target)
     null = os.open(os.devnull, os.O_RDONLY)
