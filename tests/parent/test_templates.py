@@ -38,6 +38,12 @@ def _launch(
     return forked, out
 
 
+def _fork(templates: launch.Templates, variables: dict, log: Path) -> launch.Launched | None:
+    """``templates.fork`` of the probe (writing beside ``log``), for the tests that ask whether it forks."""
+    argv = [str(log.with_suffix(".json")), "return"]
+    return templates.fork(PROBE, argv, variables=variables, python=sys.executable, log=log, pass_fds=())
+
+
 def _seen(out: Path, folder: Path) -> dict:
     seen = json.loads(out.read_text())
     seen["argv"][1] = seen["argv"][1].replace(str(folder), "FOLDER")
@@ -73,44 +79,27 @@ def test_one_template_serves_the_workers_of_one_set_of_variables_from_the_second
     own = launch.Templates()
     log = tmp_path / "first.log"
     try:
-        first = own.fork(
-            PROBE, ["seen.json", "return"], variables=dict(os.environ), python=sys.executable, log=log, pass_fds=()
+        assert _fork(own, dict(os.environ), log) is None and not own.started, (
+            "the first worker of a key starts as a new interpreter"
         )
-        assert first is None and not own.started, "the first worker of a key starts as a new interpreter"
         for i, plugins in enumerate(["tests.plugins.a", "tests.plugins.b"]):  # an unkeyed variable
             (tmp_path / str(i)).mkdir()
             launched, out = _launch(own, tmp_path / str(i), "return", {**os.environ, "AUDIT_PLUGINS": plugins})
             assert launched.wait(time.monotonic() + 120) == 0
             assert json.loads(out.read_text())["environ"]["AUDIT_PLUGINS"] == plugins
         assert len(own.started) == 1
-        assert (
-            own.fork(PROBE, ["x"], variables={**os.environ, "OTHER": "x"}, python=sys.executable, log=log, pass_fds=())
-            is None
-        )
+        assert _fork(own, {**os.environ, "OTHER": "x"}, log) is None
         client = launch.Templates(own.folder, start_on=None)  # a command run with $AUDIT_TEMPLATES
         (tmp_path / "client").mkdir()
         launched, out = _launch(client, tmp_path / "client", "return", dict(os.environ))
         assert launched.wait(time.monotonic() + 120) == 0 and out.exists()
-        assert (
-            client.fork(
-                PROBE, ["x"], variables={**os.environ, "OTHER": "y"}, python=sys.executable, log=log, pass_fds=()
-            )
-            is None
-        )
-        assert (
-            client.fork(
-                PROBE, ["x"], variables={**os.environ, "OTHER": "y"}, python=sys.executable, log=log, pass_fds=()
-            )
-            is None
-        )
+        for _ in range(2):  # the owner would start a template for the second
+            assert _fork(client, {**os.environ, "OTHER": "y"}, log) is None
         assert len(own.started) == 1 and not client.started, "a client starts no template"
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft - 1, hard))
         try:  # a new interpreter would inherit the lower limit, a forked worker the template's
-            assert (
-                client.fork(PROBE, ["x"], variables=dict(os.environ), python=sys.executable, log=log, pass_fds=())
-                is None
-            )
+            assert _fork(client, dict(os.environ), log) is None
         finally:
             resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     finally:
@@ -143,10 +132,7 @@ def test_a_template_that_cannot_import_diffusers_refuses_and_says_why_in_its_log
     own = launch.Templates(start_on=1)
     try:
         log = tmp_path / "log"
-        assert (
-            own.fork(PROBE, ["seen.json", "return"], variables=variables, python=sys.executable, log=log, pass_fds=())
-            is None
-        )
+        assert _fork(own, variables, log) is None
         assert list(own.started.values()) == [None] and not log.exists()
         assert "ImportError: planted: a broken diffusers" in next(own.folder.glob("*.log")).read_text()
     finally:
