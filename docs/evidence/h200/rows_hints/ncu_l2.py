@@ -1,6 +1,7 @@
 """norm_modulate's backward kernels at S = 4097 (bench_row_ops' H, R): the split dx kernel, the split
 partials kernel and norm_modulate_bwd with the variant(s) in argv, each launched twice (the second
 launch of each is the one ncu profiles with --launch-skip 3)."""
+
 import sys
 from pathlib import Path
 
