@@ -18,6 +18,12 @@ os.environ.setdefault("GOMP_SPINCOUNT", "0")
 
 TERMINAL = ("COLUMNS", "LINES")
 
+# The variables the session's worker templates leave out of their keys (besides the launcher's
+# own): pytest's name of the running test, the temporary directory (a forked worker's tempfile
+# looks it up afresh) and the lifecycle plugin's folder, which it reads after the fork. So a test
+# that gives a command its own TMPDIR and LIFECYCLE_DIR still has its workers forked.
+UNKEYED = ("PYTEST_CURRENT_TEST", "TMPDIR", "LIFECYCLE_DIR")
+
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
@@ -52,7 +58,7 @@ def worker_templates():
     if torch.cuda.is_available():
         yield None
         return
-    templates = launch.Templates()
+    templates = launch.Templates(unkeyed=UNKEYED)
     SESSION_TEMPLATES.append(templates)
     os.environ[launch.TEMPLATES_ENV] = str(templates.folder)
     yield templates

@@ -45,8 +45,8 @@ def audit_in_process(*args: str, env: dict | None = None) -> subprocess.Complete
     they took when ``audit.cli`` was imported). The command's own process is this one; the workers
     it starts are processes of their own, with that environment, as from the command line; they are
     forked from the session's templates, which start new ones for a key's second worker, unless
-    ``env`` names a variable the templates are keyed on (TMPDIR, say: such a template would serve
-    one test and outlive it). So it runs every command without an interpreter start and torch's
+    ``env`` names a variable the templates are keyed on (a numerics variable, say: such a template
+    would serve one test and outlive it). So it runs every command without an interpreter start and torch's
     import for the command itself, and most of its workers without either. The
     answer is what ``audit`` gives: the exit status, stdout and stderr. The $AUDIT_PLUGINS modules
     in ``env`` register into a copy of the candidate registry that holds none of their candidates
@@ -75,7 +75,11 @@ def audit_in_process(*args: str, env: dict | None = None) -> subprocess.Complete
             sys.modules.pop(name, None)  # imported afresh, they register into the copy
         os.chdir(REPO)
         tempfile.tempdir = None
-        owner = SESSION_TEMPLATES[0].serving() if SESSION_TEMPLATES and set(env or ()) <= launch.UNKEYED else None
+        owner = (
+            SESSION_TEMPLATES[0].serving()
+            if SESSION_TEMPLATES and set(env or ()) <= SESSION_TEMPLATES[0].unkeyed
+            else None
+        )
         with owner or nullcontext():
             done = CliRunner().invoke(app, list(args), env={"COLUMNS": "200", **(env or {})})
     finally:

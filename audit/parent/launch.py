@@ -190,17 +190,28 @@ class Forked:
 
 class Templates:
     """Template processes (``audit.worker.template``), one per interpreter, set of variables (all but
-    ``UNKEYED``) and inherited process attributes (``_inherited``), each listening on a socket in
-    ``folder`` named after that key. ``fork`` forks a worker from the template of its key. The owner
-    (``start_on`` given) starts the template for the ``start_on``-th worker of a key (the ones
-    before start as new interpreters: a template that serves one worker only adds its own start)
-    and ends them all on ``close``; a template that cannot preload refuses, and the workers of its
-    key start as new interpreters. A process started with ``$AUDIT_TEMPLATES=FOLDER`` forks its
-    workers from the templates listening there, if any, and starts none."""
+    the ``unkeyed`` ones) and inherited process attributes (``_inherited``), each listening on a
+    socket in ``folder`` named after that key. ``fork`` forks a worker from the template of its key.
+    The owner (``start_on`` given) starts the template for the ``start_on``-th worker of a key (the
+    ones before start as new interpreters: a template that serves one worker only adds its own
+    start) and ends them all on ``close``; a template that cannot preload refuses, and the workers
+    of its key start as new interpreters. A process started with ``$AUDIT_TEMPLATES=FOLDER`` forks
+    its workers from the templates listening there, if any, and starts none.
 
-    def __init__(self, folder: Path | None = None, *, start_on: int | None = 2):
+    ``unkeyed``: the variables, besides ``UNKEYED``, that the owner declares to shape nothing a
+    template imports, so that a worker may have other values of them than its template (it has its
+    own: the fork replaces the whole environment); written into ``folder`` for the processes that
+    use it through $AUDIT_TEMPLATES."""
+
+    def __init__(self, folder: Path | None = None, *, start_on: int | None = 2, unkeyed: tuple[str, ...] = ()):
         self.folder = folder or Path(tempfile.mkdtemp(prefix="audit-templates-"))
         self.start_on = start_on
+        declared = self.folder / "unkeyed.json"
+        if start_on is not None:
+            declared.write_text(json.dumps(sorted(unkeyed)))
+        elif declared.exists():
+            unkeyed = tuple(json.loads(declared.read_text()))
+        self.unkeyed = UNKEYED | frozenset(unkeyed)
         self.asked: dict[str, int] = {}  # workers asked for, per key
         self.started: dict[str, tuple[Launched, socket.socket] | None] = {}  # None: refused
 
@@ -218,7 +229,7 @@ class Templates:
     ) -> Launched | None:
         """``python -m MODULE ARGS`` forked from the template for ``python`` and ``variables``; None
         when there is none (not started yet, refused, gone)."""
-        keyed = sorted((k, v) for k, v in variables.items() if k not in UNKEYED)
+        keyed = sorted((k, v) for k, v in variables.items() if k not in self.unkeyed)
         name = hashlib.sha256(json.dumps([python, keyed, _inherited()]).encode()).hexdigest()[:24]
         path = self.folder / f"{name}.sock"
         if self.start_on is not None and name not in self.started:
@@ -276,9 +287,9 @@ class Templates:
 
 
 TEMPLATES_ENV = "AUDIT_TEMPLATES"
-# Variables a worker may have other values of than its template: its own marker, the plugins it
-# loads (after the fork) and pytest's name of the running test.
-UNKEYED = frozenset({MARKER, "AUDIT_PLUGINS", "PYTEST_CURRENT_TEST"})
+# Variables a worker may always have other values of than its template: its own marker and the
+# plugins it loads (after the fork).
+UNKEYED = frozenset({MARKER, "AUDIT_PLUGINS"})
 TEMPLATE_START_S = 600.0  # how long a template may take to import torch and diffusers
 _serving: list[Templates] = []
 

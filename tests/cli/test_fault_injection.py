@@ -21,6 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from audit.cli import app
+from audit.parent import launch
 from modes import get_mode
 from audit.parent.variables import is_numerics_variable, worker_variables
 
@@ -31,16 +32,19 @@ RUN = ("run", "--op", "gate_residual", "--device", "cpu")
 
 
 def audit_process(*args: str, env: dict | None = None, limit_bytes: int | None = None, tmpdir: Path | None = None):
-    """``audit ARGS`` as a child process (under a real address-space limit when given)."""
+    """``audit ARGS`` as a child process (under a real address-space limit when given), whose
+    workers start as new interpreters (children of the command, as from a shell: without
+    $AUDIT_TEMPLATES), with ``tmpdir`` as their TMPDIR when given."""
 
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
 
     extra = {"TMPDIR": str(tmpdir)} if tmpdir else {}
+    shell = {k: v for k, v in os.environ.items() if k != launch.TEMPLATES_ENV}
     return subprocess.Popen(
         [sys.executable, "-m", "audit", *args],
         cwd=REPO,
-        env={**os.environ, "COLUMNS": "200", **extra, **(env or {})},
+        env={**shell, "COLUMNS": "200", **extra, **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -157,8 +161,8 @@ def test_d1_a_kill_at_start_up_keeps_each_candidates_own_reason(tmp_path):
 
 @pytest.fixture(scope="module")
 def crash_report(tmp_path_factory) -> dict:
-    """The whole report; the workers are new interpreters (a TMPDIR keeps the session's worker
-    templates out), so the start of the one that dies without a word is in its unaccounted time."""
+    """The whole report; the workers are new interpreters (``audit_process``), so the start of the
+    one that dies without a word is in its unaccounted time."""
     out = tmp_path_factory.mktemp("crash") / "r.json"
     proc = audit_process(
         *RUN,
@@ -176,7 +180,6 @@ def crash_report(tmp_path_factory) -> dict:
         str(out),
         "-q",
         env=FAULTY,
-        tmpdir=out.parent,
     )
     code, _, err = finish(proc)
     assert code == 0, err

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from audit.parent import launch
-from tests.helpers import REPO, alive, audit_in_process
+from tests.helpers import REPO, SESSION_TEMPLATES, alive, audit_in_process
 
 PLUGIN = {"AUDIT_PLUGINS": "tests.plugins.lifecycle"}
 COMMANDS = {
@@ -41,12 +41,13 @@ def command_line(
 def start(
     command: str, candidate: str, folder: Path, *extra: str, env: dict | None = None, line: str | None = None
 ) -> subprocess.Popen:
-    """``command_line`` as a process of its own, for tests that send it a signal."""
+    """``command_line`` as a process of its own, for tests that send it a signal; 200 columns wide
+    as ``audit_in_process``, so that its workers fork from the session's templates as theirs do."""
     argv, variables = command_line(command, candidate, folder, extra, env, line)
     return subprocess.Popen(
         [sys.executable, "-m", "audit", *argv],
         cwd=REPO,
-        env={**os.environ, **variables},
+        env={**os.environ, "COLUMNS": "200", **variables},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -73,15 +74,21 @@ def hanging_pids(proc: subprocess.Popen, folder: Path, count: int = 1, deadline_
 
 
 def leftovers(folder: Path) -> list[int]:
-    """Running processes that carry this test's $LIFECYCLE_DIR (every process the command started
-    inherits it), whether or not they told us their pid."""
+    """Running processes of this test's command, whether or not they told us their pid: those that
+    carry its $LIFECYCLE_DIR (every process the command started as a new interpreter inherits it),
+    and the workers forked from the session's templates (whose /proc environment is the template's;
+    the tests of this process run one at a time, so they are this test's). Not the templates: they
+    are the session's, even one that this test's command started (with its variables)."""
     needle = f"LIFECYCLE_DIR={folder}".encode() + b"\0"
+    templates = {t[0].popen.pid for s in SESSION_TEMPLATES for t in s.started.values() if t is not None}
     found = []
     for entry in Path("/proc").glob("[0-9]*"):
         try:
-            if needle in (entry / "environ").read_bytes() + b"\0" and alive(int(entry.name)):
+            parent = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+            ours = parent in templates or needle in (entry / "environ").read_bytes() + b"\0"
+            if ours and int(entry.name) not in templates and alive(int(entry.name)):
                 found.append(int(entry.name))
-        except OSError:
+        except (OSError, ValueError, IndexError):
             continue
     return found
 

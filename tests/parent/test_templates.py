@@ -106,6 +106,24 @@ def test_one_template_serves_the_workers_of_one_set_of_variables_from_the_second
         own.close()
 
 
+def test_a_variable_the_owner_declares_unkeyed_is_the_workers_own_also_through_a_client(tmp_path):
+    """A template started for a worker with one TMPDIR forks workers with others, each with its own
+    temporary directory; a command run with $AUDIT_TEMPLATES reads the owner's declaration."""
+    own = launch.Templates(start_on=1, unkeyed=("TMPDIR",))
+    try:
+        for name in ("first", "second", "client"):
+            folder = tmp_path / name
+            (folder / "tmp").mkdir(parents=True)
+            how = launch.Templates(own.folder, start_on=None) if name == "client" else own
+            launched, out = _launch(how, folder, "return", {**os.environ, "TMPDIR": str(folder / "tmp")})
+            assert launched.wait(time.monotonic() + 120) == 0, launched.tail()
+            seen = json.loads(out.read_text())
+            assert seen["environ"]["TMPDIR"] == seen["tempdir"] == str(folder / "tmp"), name
+        assert len(own.started) == 1
+    finally:
+        own.close()
+
+
 def test_a_forked_worker_is_killed_with_its_tree_and_close_ends_every_template(tmp_path):
     own = launch.Templates(start_on=1)
     hanging, _ = _launch(own, tmp_path, "hang", dict(os.environ))
@@ -141,9 +159,9 @@ def test_a_template_that_cannot_import_diffusers_refuses_and_says_why_in_its_log
 
 def test_workers_forked_from_templates_write_the_report_new_interpreters_write(templates, tmp_path):
     """The same command twice in this process, its worker a new interpreter, then forked from a
-    template (a TMPDIR in ``env`` keeps the session's templates out)."""
+    template (a variable of the test's own in ``env`` keeps the session's templates out)."""
     argv = ["run", "--op", "gate_residual", "--device", "cpu", "--case", "1", "--candidate", "diffusers", "-q"]
-    env = {"TMPDIR": str(tmp_path)}
+    env = {"FORKED_OR_NEW": str(tmp_path)}
     done = audit_in_process(*argv, "--out", str(tmp_path / "new.json"), env=env)
     assert done.returncode == 0, done.stderr
     with templates.serving():

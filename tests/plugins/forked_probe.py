@@ -1,11 +1,13 @@
 """A process body for the worker templates' tests, run as ``python -m tests.plugins.forked_probe
-OUT ACTION``: writes to OUT what its process is (argv, directory, environment, open descriptors,
-whether it leads its own session, the line it reads on descriptor 0), then does ACTION: ``return``,
+OUT ACTION``: writes to OUT what its process is (argv, directory, environment, the temporary
+directory tempfile finds, open descriptors, whether it leads its own session, the line it reads on
+descriptor 0), then does ACTION: ``return``,
 ``exit-N`` (``sys.exit(N)``), ``raise`` (an uncaught ValueError) or ``hang``."""
 
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -15,6 +17,7 @@ def main(out: str, action: str) -> None:
         "argv": sys.argv,
         "cwd": os.getcwd(),
         "environ": dict(os.environ),
+        "tempdir": tempfile.gettempdir(),
         "fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd")),
         "session_leader": os.getsid(0) == os.getpid(),
         "stdin": sys.stdin.read(),
