@@ -36,7 +36,7 @@ def test_a_crashing_candidate_is_isolated_and_the_report_is_still_written(tmp_pa
 def test_a_hanging_mode_process_times_out_without_ending_the_run(tmp_path):
     out = tmp_path / "r.json"
     done = audit_in_process(
-        *"run --op gate_residual --device cpu --case 3 --candidate hangs --timeout 15".split(),
+        *"run --op gate_residual --device cpu --case 3 --candidate hangs --timeout 10".split(),
         "--out",
         str(out),
         "-q",
@@ -44,7 +44,7 @@ def test_a_hanging_mode_process_times_out_without_ending_the_run(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     results = load_report(out).root.model_dump(mode="json")["results"]
-    assert "timed out after 15 s while running case 3" in results["hangs"]["unavailable"]
+    assert "timed out after 10 s while running case 3" in results["hangs"]["unavailable"]
     assert "3" in results["diffusers"]["vs rl_kernel"]
 
 
@@ -107,11 +107,12 @@ def test_row_op_with_only_a_library_mode_is_a_usage_error():
     assert "plain mode only" in done.stderr
 
 
-def _timestep_mlp(folder, ahead: int) -> dict:
+def _timestep_mlp(folder, ahead: int, modes: tuple[str, ...] = ()) -> dict:
+    """``audit run --op timestep_mlp --case 1`` on the CPU with ``--ahead AHEAD``, in ``modes``
+    (every library mode where none are given)."""
     out = folder / f"ahead{ahead}.json"
-    done = audit_in_process(
-        "run", "--op", "timestep_mlp", "--case", "1", "--device", "cpu", "--ahead", str(ahead), "--out", str(out), "-q"
-    )
+    argv = ["run", "--op", "timestep_mlp", "--case", "1", "--device", "cpu", "--ahead", str(ahead), "--out", str(out)]
+    done = audit_in_process(*argv, *(a for m in modes for a in ("--mode", m)), "-q")
     assert done.returncode == 0, done.stderr
     return json.loads(out.read_text())
 
@@ -150,11 +151,13 @@ def test_a_gemm_op_runs_every_mode_in_its_own_process_with_the_seeds_environment
 
 def test_workers_started_ahead_wait_for_their_turn_and_change_no_bit(tmp_path, timestep_mlp_run):
     """Started ahead (the default), the later modes' workers import and switch on while plain mode
-    computes, and wait: the same inputs and the same comparisons as with every worker started at
-    its turn (``--ahead 0``), and each process's phases still add up to its wall time."""
-    at_turn = _timestep_mlp(tmp_path, 0)
+    computes, and wait: the same inputs and the same comparisons as with each worker started at
+    its turn (``--ahead 0``; plain mode, one mode with variables of its own and one without), and
+    each process's phases still add up to its wall time."""
+    at_turn = _timestep_mlp(tmp_path, 0, ("plain", "vllm", "megatron_triton"))
     assert timestep_mlp_run["inputs_sha256"] == at_turn["inputs_sha256"]
-    assert timestep_mlp_run["results"] == at_turn["results"]
+    assert set(at_turn["results"]) == {"rl_kernel", "diffusers[plain]", "diffusers[vllm]", "diffusers[megatron_triton]"}
+    assert {name: timestep_mlp_run["results"][name] for name in at_turn["results"]} == at_turn["results"]
     ahead, plain_first = timestep_mlp_run["timing"]["modes"], at_turn["timing"]["modes"]
     assert all(t["phases"]["waiting"] < 0.05 for t in plain_first.values()), plain_first  # its turn had come
     assert any(t["phases"]["waiting"] > 0.5 for m, t in ahead.items() if m != "plain"), ahead
