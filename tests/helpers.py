@@ -46,9 +46,9 @@ def audit_in_process(*args: str, env: dict | None = None) -> subprocess.Complete
     it starts are processes of their own, with that environment, as from the command line; they are
     forked from the session's templates, which start new ones for a key's second worker, unless
     ``env`` names a variable the templates are keyed on (a numerics variable, say: such a template
-    would serve one test and outlive it). So it runs every command without an interpreter start and torch's
-    import for the command itself, and most of its workers without either. The
-    answer is what ``audit`` gives: the exit status, stdout and stderr. The $AUDIT_PLUGINS modules
+    would serve one test and outlive it). So it runs every command without an interpreter start and
+    torch's import for the command itself, and most of its workers without either. The answer is
+    what ``audit`` gives: the exit status, stdout and stderr. The $AUDIT_PLUGINS modules
     in ``env`` register into a copy of the candidate registry that holds none of their candidates
     (a test may have imported one here), dropped afterwards, so other tests' in-process runs do not
     plan candidates their workers would not know. A TMPDIR in ``env`` is the command's temporary

@@ -47,6 +47,11 @@ EXIT_GRACE_S = 30.0  # how long a worker that said it finished may take to exit 
 _serial = itertools.count()
 
 
+def _new_marker() -> str:
+    """A value of ``MARKER`` no other process tree of this one carries."""
+    return f"{os.getpid()}-{next(_serial)}"
+
+
 @contextmanager
 def job_dir(prefix: str) -> Iterator[Path]:
     """A temporary directory for one command's jobs and logs, removed however the block ends."""
@@ -130,7 +135,7 @@ def start(
 
 def _spawn(command: list[str], *, variables: dict[str, str], log: Path, pass_fds: tuple) -> Launched:
     """``command`` as a new process, as ``start`` describes."""
-    marker = f"{os.getpid()}-{next(_serial)}"
+    marker = _new_marker()
     with open(log, "wb") as out:
         popen = subprocess.Popen(
             command,
@@ -232,13 +237,15 @@ class Templates:
         keyed = sorted((k, v) for k, v in variables.items() if k not in self.unkeyed)
         name = hashlib.sha256(json.dumps([python, keyed, _inherited()]).encode()).hexdigest()[:24]
         path = self.folder / f"{name}.sock"
+        if len(bytes(path)) >= 100:  # longer than a Unix socket's address can be: no template could listen
+            return None
         if self.start_on is not None and name not in self.started:
             self.asked[name] = self.asked.get(name, 0) + 1
             if self.asked[name] >= self.start_on:
                 self.started[name] = self._start_template(python, variables, path)
-        if self.started.get(name, True) is None or len(bytes(path)) >= 100 or not path.exists():
+        if self.started.get(name, True) is None or not path.exists():
             return None
-        marker = f"{os.getpid()}-{next(_serial)}"
+        marker = _new_marker()
         request = {
             "module": module,
             "args": args,
@@ -320,7 +327,7 @@ def ask(argv: list[str], *, timeout: float, variables: dict[str, str] | None = N
     killed on the timeout or an exception."""
     with job_dir("ask") as folder:
         err = folder / "stderr"
-        marker = f"{os.getpid()}-{next(_serial)}"
+        marker = _new_marker()
         with open(err, "wb") as err_file:
             popen = subprocess.Popen(
                 argv,
