@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from audit.parent import launch
+from modes import MODES
 from tests.helpers import SEEDS, SESSION_TEMPLATES, audit_in_process
 
 
@@ -19,10 +20,22 @@ os.environ.setdefault("GOMP_SPINCOUNT", "0")
 TERMINAL = ("COLUMNS", "LINES")
 
 # The variables the session's worker templates leave out of their keys (besides the launcher's
-# own): pytest's name of the running test, the temporary directory (a forked worker's tempfile
-# looks it up afresh) and the lifecycle plugin's folder, which it reads after the fork. So a test
-# that gives a command its own TMPDIR and LIFECYCLE_DIR still has its workers forked.
-UNKEYED = ("PYTEST_CURRENT_TEST", "TMPDIR", "LIFECYCLE_DIR")
+# own), each read only after the fork, never while a template imports torch, diffusers and the
+# workers: pytest's name of the running test, the temporary directory (a forked worker's tempfile
+# looks it up afresh), the terminal's size (read when something is printed), the knobs of the test
+# plugins (which a worker loads after the fork) and the modes' variables (read by cuBLAS when CUDA
+# starts, or by vLLM, SGLang, Triton and Transformer Engine when they are imported, none of which
+# a template does). So a test that gives its command its own TMPDIR, width, planted fault or mode
+# still has its workers forked; one that patches PYTHONPATH, a numerics variable of torch's own or
+# PYTHONHASHSEED gets new interpreters.
+PLUGIN_KNOBS = ("LIFECYCLE_DIR", "FAULTY_CRASH_CASE", "KERNEL_SWITCH_IMPL", "PLANTED_STEP", "PLANTED_STEPS")
+UNKEYED = (
+    "PYTEST_CURRENT_TEST",
+    "TMPDIR",
+    *TERMINAL,
+    *PLUGIN_KNOBS,
+    *sorted({name for mode in MODES.values() for name in mode.env}),
+)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -58,6 +71,11 @@ def worker_templates():
     if torch.cuda.is_available():
         yield None
         return
+    # Importing torch._dynamo (diffusers does) sets $TORCHINDUCTOR_CACHE_DIR in the importing
+    # process; done here, before the first worker, so that the variables of this session's workers,
+    # and so their templates' keys, do not change when a test first imports diffusers.
+    import torch._dynamo  # noqa: F401
+
     templates = launch.Templates(unkeyed=UNKEYED)
     SESSION_TEMPLATES.append(templates)
     os.environ[launch.TEMPLATES_ENV] = str(templates.folder)
