@@ -24,10 +24,10 @@ TERMINAL = ("COLUMNS", "LINES")
 # workers: pytest's name of the running test, the temporary directory (a forked worker's tempfile
 # looks it up afresh), the terminal's size (read when something is printed), the knobs of the test
 # plugins (which a worker loads after the fork) and the modes' variables (read by cuBLAS when CUDA
-# starts, or by vLLM, SGLang, Triton and Transformer Engine when they are imported, none of which
-# a template does). So a test that gives its command its own TMPDIR, width, planted fault or mode
-# still has its workers forked; one that patches PYTHONPATH, a numerics variable of torch's own or
-# PYTHONHASHSEED gets new interpreters.
+# starts, or by vLLM, SGLang, Triton and Transformer Engine, none of which a template imports). So
+# a test that gives its command its own TMPDIR, width, planted fault or mode still has its workers
+# forked; one that patches PYTHONPATH, a numerics variable of torch's own or PYTHONHASHSEED gets new
+# interpreters.
 PLUGIN_KNOBS = ("LIFECYCLE_DIR", "FAULTY_CRASH_CASE", "KERNEL_SWITCH_IMPL", "PLANTED_STEP", "PLANTED_STEPS")
 UNKEYED = (
     "PYTEST_CURRENT_TEST",

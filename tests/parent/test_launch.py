@@ -41,8 +41,8 @@ def command_line(
 def start(
     command: str, candidate: str, folder: Path, *extra: str, env: dict | None = None, line: str | None = None
 ) -> subprocess.Popen:
-    """``command_line`` as a process of its own, for tests that send it a signal; 200 columns wide
-    as ``audit_in_process``, so that its workers fork from the session's templates as theirs do."""
+    """``command_line`` as a process of its own, for tests that send it a signal; 200 columns wide,
+    as ``audit_in_process`` runs its commands."""
     argv, variables = command_line(command, candidate, folder, extra, env, line)
     return subprocess.Popen(
         [sys.executable, "-m", "audit", *argv],
