@@ -3,12 +3,12 @@
 Measures the device-to-device copy bandwidth first (bytes read + bytes written by
 ``dst.copy_(src)`` on 1 GiB), then for norm_modulate, gate_residual and adaln_row_gather the
 forward and the forward+backward time, three ways: ``pipelined`` (CUDA events around 20 back-to-back
-calls, divided by 20: the GPU time per call when the host runs ahead, as in a model; the targets
-are judged on it), ``per_call`` (events around one call followed by a synchronization, so the
-host's Python/launch overhead is included; the latency the audit's reports give) and ``graphed``
-(the call captured once in a CUDA graph, 20 replays back to back: the device's time with the host
-out of the way, where a small S makes ``pipelined`` wait for the host). All are medians of
-CUDA-event samples after warm-ups. Effective
+calls, divided by 20: the GPU time per call when the host runs ahead, as in a model),
+``per_call`` (events around one call followed by a synchronization, so the host's Python/launch
+overhead is included; the latency the audit's reports give) and ``graphed`` (the call captured
+once in a CUDA graph, 20 replays back to back: the device's time with the host out of the way,
+where a small S makes ``pipelined`` wait for the host). All are medians of CUDA-event samples
+after warm-ups. Effective
 bandwidth counts the minimal bytes any implementation must move (each row input read once, each
 row output or row gradient written once, tables, parameters and the index once); the upstream
 gradient of gate_residual is its d_res, so d_res is not written. The gather is the fused AdaLN
@@ -16,8 +16,10 @@ one: a single (9, 6H) table gathered to (S, 6H). Prints the ratios (to the copy 
 eager composition, to Liger's modulated RMSNorm when ``liger_kernel`` imports) and writes JSON
 naming the GPU, torch and CUDA.
 
-Targets: forward >= 70 % and forward+backward >= 50 % of the copy bandwidth (>= 70 %, issue 25),
-never slower than eager or Liger.
+Targets, checked for ``pipelined`` and for ``graphed`` and printed last (JSON: each op's
+``targets``): forward >= 70 % and forward+backward >= 50 % of the copy bandwidth (>= 70 %, issue
+25), never slower than eager or Liger. At S = 32768 the two agree within a few percent; at S = 4097
+a call is host-bound, so the device's figure there, the one issue 25 judges, is ``graphed``.
 
     python benchmarks/bench_row_ops.py --out bench_row_ops.json [--rows S]
 """
@@ -144,17 +146,39 @@ def entry(name, fwd, fwd_bwd, fwd_bytes, fwd_bwd_bytes, copy_gbs, baselines):
             else:
                 line += f" | vs {base}: fwd x{b['fwd_speedup']:.2f}, fwd+bwd x{b['fwd_bwd_speedup']:.2f}"
         print(line, flush=True)
-    piped = result["pipelined"]
     result["targets"] = {
-        "judged_on": "pipelined",
-        "fwd_ge_70pct_of_copy": piped["fwd_ratio_to_copy"] >= 0.70,
-        "fwd_bwd_ge_50pct_of_copy": piped["fwd_bwd_ratio_to_copy"] >= 0.50,
-        "fwd_bwd_ge_70pct_of_copy": piped["fwd_bwd_ratio_to_copy"] >= 0.70,
-        "never_slower_than_baselines": all(
-            b["fwd_speedup"] >= 1 and b["fwd_bwd_speedup"] >= 1 for b in piped["baselines"].values()
-        ),
+        mode: result[mode] if "unavailable" in result[mode] else targets(result[mode]) for mode in JUDGED
     }
     return result
+
+
+JUDGED = ("pipelined", "graphed")
+
+
+def targets(timed: dict) -> dict[str, bool]:
+    """The targets of one mode's ``entry`` (one with times): met or not. A baseline that could not
+    be timed is not counted against the op."""
+    return {
+        "fwd_ge_70pct_of_copy": timed["fwd_ratio_to_copy"] >= 0.70,
+        "fwd_bwd_ge_50pct_of_copy": timed["fwd_bwd_ratio_to_copy"] >= 0.50,
+        "fwd_bwd_ge_70pct_of_copy": timed["fwd_bwd_ratio_to_copy"] >= 0.70,
+        "never_slower_than_baselines": all(
+            b["fwd_speedup"] >= 1 and b["fwd_bwd_speedup"] >= 1
+            for b in timed["baselines"].values()
+            if "unavailable" not in b
+        ),
+    }
+
+
+def print_targets(results: dict) -> None:
+    """One line per op and judged mode: each target, met or NOT met (or why the mode has no time)."""
+    for op, result in results.items():
+        for mode, met in result["targets"].items():
+            if "unavailable" in met:
+                marks = "not judged: " + "; ".join(met["unavailable"])
+            else:
+                marks = " | ".join(f"{name} {'met' if ok else 'NOT met'}" for name, ok in met.items())
+            print(f"targets {op:17s} {mode:9s} {marks}", flush=True)
 
 
 def main() -> None:
@@ -241,6 +265,7 @@ def main() -> None:
     )
     results["adaln_row_gather"]["table_shape"] = [R, 6 * H]
 
+    print_targets(results)
     report = {
         "kind": "bench_row_ops",
         **machine(),
