@@ -43,7 +43,7 @@ def _kernel(name: str):
     return getattr(importlib.import_module(MODULE), name)
 
 
-def _meta(kernel: str, op: str, how: str) -> dict:
+def _meta(kernel: str, *, op: str, how: str) -> dict:
     def source(mode: str, device: torch.device) -> str:
         path = (
             "its eager CPU path (the input is_cpu), not the Triton kernel"
@@ -55,27 +55,29 @@ def _meta(kernel: str, op: str, how: str) -> dict:
     return dict(ops=(op,), source=source, grads=(), requires=(f"{MODULE}:{kernel}",))
 
 
-@candidate("vllm_omni_rms_norm_indexed_scale_shift", **_meta("rms_norm_indexed_scale_shift", "norm_modulate", ""))
+@candidate(
+    "vllm_omni_rms_norm_indexed_scale_shift", **_meta("rms_norm_indexed_scale_shift", op="norm_modulate", how="")
+)
 def vllm_omni_rms_norm_indexed_scale_shift(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return _kernel("rms_norm_indexed_scale_shift")(t["x"], t["w"], t["sh"], t["sc"], t["idx"], EPS)
 
 
 @candidate(
     "vllm_omni_indexed_scale_shift",
-    **_meta("indexed_scale_shift_", "norm_modulate", " in place after F.rms_norm (nn.RMSNorm's forward)"),
+    **_meta("indexed_scale_shift_", op="norm_modulate", how=" in place after F.rms_norm (nn.RMSNorm's forward)"),
 )
 def vllm_omni_indexed_scale_shift(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return _kernel("indexed_scale_shift_")(torch_rms_norm(t), t["sh"], t["sc"], t["idx"])
 
 
-@candidate("vllm_omni_indexed_gate", **_meta("indexed_gate", "gate_residual", ""))
+@candidate("vllm_omni_indexed_gate", **_meta("indexed_gate", op="gate_residual", how=""))
 def vllm_omni_indexed_gate(t: dict[str, torch.Tensor]) -> torch.Tensor:
     return _kernel("indexed_gate")(t["res"], t["gate"], t["y"], t["idx"])
 
 
 @candidate(
     "vllm_omni_indexed_gate_rms_norm_scale_shift",
-    **_meta("indexed_gate_rms_norm_scale_shift", "gate_residual_norm_modulate", ""),
+    **_meta("indexed_gate_rms_norm_scale_shift", op="gate_residual_norm_modulate", how=""),
 )
 def vllm_omni_indexed_gate_rms_norm_scale_shift(t: dict[str, torch.Tensor]) -> torch.Tensor:
     fused = _kernel("indexed_gate_rms_norm_scale_shift")

@@ -44,7 +44,7 @@ def environments(config: Optional[Path], env: Optional[list[str]], mode_env: Opt
     from audit.parent.interpreters import ConfigError, load
 
     try:
-        return load(config, env or [], mode_env or [], list(MODES))
+        return load(config, envs=env or [], mode_envs=mode_env or [], known_modes=list(MODES))
     except ConfigError as exc:
         raise usage_error(str(exc)) from None
 

@@ -235,7 +235,7 @@ def _normed(norm: str, half: str, x: Point, until: Point) -> Expression:
     return Expression(f"{norm} + modulation ({half})", {"x": x, **_modulation(half)}, until, {"w": f"{norm}.weight"})
 
 
-def _gated(half: str, res: Point, y: Point, until: Point) -> Expression:
+def _gated(half: str, *, res: Point, y: Point, until: Point) -> Expression:
     reads = {"res": res, "y": y, "gate": _table(f"gate_{half}"), "idx": _IDX}
     return Expression(f"gate_{half} residual", reads, until)
 
@@ -243,7 +243,7 @@ def _gated(half: str, res: Point, y: Point, until: Point) -> Expression:
 # The expressions of MiniMaxH3TransformerBlock.forward around its submodules, in its order.
 NORM1_MODULATE = _normed("norm1", "msa", argument("hidden_states"), passed_to("attn"))
 MODULATE_MSA = Expression("modulation (msa)", {"normed": returned_by("norm1"), **_modulation("msa")}, passed_to("attn"))
-GATE_RESIDUAL_MSA = _gated("msa", argument("hidden_states"), returned_by("attn"), passed_to("norm2"))
+GATE_RESIDUAL_MSA = _gated("msa", res=argument("hidden_states"), y=returned_by("attn"), until=passed_to("norm2"))
 NORM2_MODULATE = _normed("norm2", "mlp", passed_to("norm2"), passed_to("ff"))
 GATE_RESIDUAL_NORM2_MODULATE = Expression(
     "gate_msa residual, norm2 + modulation (mlp)",
@@ -251,7 +251,7 @@ GATE_RESIDUAL_NORM2_MODULATE = Expression(
     (passed_to("norm2"), passed_to("ff")),
     {"w": "norm2.weight"},
 )
-GATE_RESIDUAL_MLP = _gated("mlp", passed_to("norm2"), returned_by("ff"), RESULT)
+GATE_RESIDUAL_MLP = _gated("mlp", res=passed_to("norm2"), y=returned_by("ff"), until=RESULT)
 
 
 @dataclass

@@ -79,7 +79,7 @@ class _Where:
         self.ulp_max: int | None = None
         self.hist = [0] * (HIST_TOP + 3)
 
-    def add(self, first: int, da: torch.Tensor, db: torch.Tensor, finite: torch.Tensor) -> None:
+    def add(self, first: int, da: torch.Tensor, db: torch.Tensor, *, finite: torch.Tensor) -> None:
         """One chunk's differing elements ``da``, ``db`` (at least one), the first at flat index
         ``first``; ``finite`` marks those finite on both sides."""
         if self.first is None:
@@ -145,7 +145,7 @@ def compare(a: torch.Tensor, b: torch.Tensor) -> dict:
             finite = torch.isfinite(da) & torch.isfinite(db)
             max_abs = max(max_abs, float(torch.where(finite, gap, 0.0).max()))
             if where is not None:
-                where.add(start + int(positions[0]), da, db, finite)
+                where.add(start + int(positions[0]), da, db, finite=finite)
         else:
             max_abs = max(max_abs, float((da.double() - db.double()).abs().max()))
     entry = {"equal": differ == 0, "differ": differ, "numel": fa.numel(), "max_abs": max_abs}

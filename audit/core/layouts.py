@@ -87,7 +87,7 @@ def shard(t: torch.Tensor, placement: Placement, rank: int, ranks: int) -> torch
     return t.tensor_split(ranks, dim=placement)[rank].contiguous()
 
 
-def shard_shapes(op: OpSpec, layout: Layout, rows: int, ranks: int, rank: int) -> dict[str, tuple[int, ...]]:
+def shard_shapes(op: OpSpec, layout: Layout, *, rows: int, ranks: int, rank: int) -> dict[str, tuple[int, ...]]:
     """Each input's shape on ``rank``: its ``torch.tensor_split`` share of every split dimension."""
     shapes = {}
     for spec in op.inputs:

@@ -96,7 +96,7 @@ def _interpreter(value: str, base: Path) -> str:
     return os.path.abspath(base / value)
 
 
-def load(config: Path | None, envs: list[str], mode_envs: list[str], known_modes: list[str]) -> Environments:
+def load(config: Path | None, *, envs: list[str], mode_envs: list[str], known_modes: list[str]) -> Environments:
     """The environments from ``config`` (or ./audit.toml when it exists), then the command line.
     Raises ConfigError naming the problem: a missing given config, a table of the wrong shape, a
     mode that does not exist, or a mode mapped to an environment that is not named."""

@@ -76,7 +76,7 @@ def shard_problem(
     if c.accepts is None:
         return None
     for rank in (0, ranks - 1):
-        shapes = shard_shapes(op, layout, max(cases), ranks, rank)
+        shapes = shard_shapes(op, layout, rows=max(cases), ranks=ranks, rank=rank)
         meta = {s.name: torch.empty(shapes[s.name], dtype=s.dtype, device="meta") for s in op.inputs}
         if why := c.accepts(meta, device):
             return f"{c.name} cannot take a {ranks}-way {layout.name} shard: {why}"

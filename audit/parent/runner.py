@@ -395,12 +395,14 @@ def _one_worker(run: _ModeRun, proc: _Process, started: _Started, timeout: float
     code, lingered = launch.settle(worker)
     ended = time.time()
     run.outcome.add_process(
-        run.mode.name, ended - started.spawned, _with_exit(proc.phases, started.spawned, turn, ended)
+        run.mode.name, ended - started.spawned, _with_exit(proc.phases, spawned=started.spawned, turn=turn, ended=ended)
     )
     return code, lingered, worker.tail()
 
 
-def _with_exit(phases: dict[str, float] | None, spawned: float, turn: float, ended: float) -> dict[str, float] | None:
+def _with_exit(
+    phases: dict[str, float] | None, *, spawned: float, turn: float, ended: float
+) -> dict[str, float] | None:
     """A process's phases as it sent them (from ``start``, so they end when it sent them), completed
     by the runner to add up to its wall time, ``ended - spawned``: ``exit`` is the time from its last
     event, or from its turn when it ended before its turn came (having found nothing to compute),

@@ -28,7 +28,7 @@ from audit.core.chain import BlockConfig, Choice, run_chain
 from audit.worker import leave
 
 
-def serve(job_path: str, result_path: str, what: str, body: Callable) -> int:
+def serve(job_path: str, result_path: str, *, what: str, body: Callable) -> int:
     """A worker's whole life: the job read, ``start``, then ``body(job, mode, device, choices, emit)``
     under the job's pinned SDPA backend, and the findings written to ``result_path`` as JSON.
     ``emit`` records each length's fingerprint and data and prints one line per length ("length
@@ -111,7 +111,7 @@ def replay(job: dict, mode, device: torch.device, choices: dict, emit: Callable)
 
 
 def main(job_path: str, result_path: str) -> int:
-    return serve(job_path, result_path, "replayed", replay)
+    return serve(job_path, result_path, what="replayed", body=replay)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ def denoise(job: dict, mode, device: torch.device, choices: dict, emit) -> None:
 
 
 def main(job_path: str, result_path: str) -> int:
-    return serve(job_path, result_path, "denoised", denoise)
+    return serve(job_path, result_path, what="denoised", body=denoise)
 
 
 if __name__ == "__main__":

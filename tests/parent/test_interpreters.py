@@ -35,7 +35,7 @@ def test_config_file_and_command_line_name_environments(tmp_path):
     config.write_text(
         '[environments]\ntrainer = "/opt/t/bin/python"\nrollout = "/opt/r/bin/python"\n[modes]\nsglang = "rollout"\n'
     )
-    envs = load(config, ["rollout=/other/bin/python"], ["megatron_triton=trainer"], KNOWN)
+    envs = load(config, envs=["rollout=/other/bin/python"], mode_envs=["megatron_triton=trainer"], known_modes=KNOWN)
     assert envs.pythons == {"trainer": "/opt/t/bin/python", "rollout": "/other/bin/python"}
     assert envs.python_for("sglang") == ("rollout", "/other/bin/python")
     assert envs.python_for("megatron_triton") == ("trainer", "/opt/t/bin/python")
@@ -59,7 +59,7 @@ def test_bad_configuration_is_one_clear_error(tmp_path, text, envs, mode_envs, m
     config = tmp_path / "audit.toml"
     config.write_text(text)
     with pytest.raises(ConfigError, match=message):
-        load(config, envs, mode_envs, KNOWN)
+        load(config, envs=envs, mode_envs=mode_envs, known_modes=KNOWN)
 
 
 def test_mode_at_environment_is_the_same_mode_under_another_name():
@@ -106,7 +106,7 @@ def test_a_relative_interpreter_is_the_one_next_to_the_config_file(tmp_path, mon
     (tmp_path / "cfg").mkdir()
     (tmp_path / "cfg" / "audit.toml").write_text('[environments]\nrel = "venv/bin/python"\n')
     monkeypatch.chdir(REPO)
-    envs = load(tmp_path / "cfg" / "audit.toml", ["cwd=bin/python"], [], list(MODES))
+    envs = load(tmp_path / "cfg" / "audit.toml", envs=["cwd=bin/python"], mode_envs=[], known_modes=list(MODES))
     assert envs.pythons == {"rel": str(tmp_path / "cfg" / "venv/bin/python"), "cwd": str(REPO / "bin/python")}
 
 
