@@ -1,5 +1,5 @@
-// adaln_projection's backward on Hopper wgmma/TMA kernels (gemm_wgmma_bwd_bf16.cuh; issue 13
-// step 3), a translation unit of its own so that it compiles beside adaln_projection.cu. The
+// adaln_projection's backward on Hopper wgmma/TMA kernels (gemm_wgmma_bwd_bf16.cuh), a
+// translation unit of its own so that it compiles beside adaln_projection.cu. The
 // arithmetic and its order are adaln_backward.cuh's, as for the mma.sync backward: only the GEMM
 // kernels differ, each output's chain of 16-wide k steps is the same, so are the bits.
 //

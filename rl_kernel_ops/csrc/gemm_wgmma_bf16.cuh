@@ -547,8 +547,9 @@ inline void silu_linear_bias_stream(const float* temb, bf16* a, const bf16* W, c
 // out (M, N) = bf16(A (M, K) @ W (N, K)^T + bias (N)). `variant` picks the kernel (all give the
 // same bits): 1 = one CTA per tile, 64-row tiles up to 64 rows (one consumer warpgroup, a deeper
 // ring: W is read at memory speed there), 128 above; 2 = persistent, 128-row tiles; 3 = persistent
-// with 2-CTA clusters sharing W; 0 = the default: 1 up to 64 rows, 2 above. On the H200 (issue 13
-// step 2) the clusters did not pay: at T = 2048 variant 3 ran at 1.19x cuBLAS against 1.02x for 2.
+// with 2-CTA clusters sharing W; 0 = the default: 1 up to 64 rows, 2 above. On the H200 the
+// clusters did not pay: at T = 2048 variant 3 ran at 1.19x cuBLAS against 1.02x for 2
+// (docs/evidence/h200/check_adaln_wgmma_step2.log).
 inline void linear_bias(const bf16* A, const bf16* W, const bf16* bias, bf16* out, int M, int N,
                         int K, int variant, cudaStream_t stream) {
   TORCH_CHECK(variant >= 0 && variant <= 3, "wgmma_gemm: variant must be 0..3, got ", variant);

@@ -1,4 +1,4 @@
-// Hopper (sm_90a) BF16 GEMMs for adaln_projection's backward (issue 13 step 3), on the TMA /
+// Hopper (sm_90a) BF16 GEMMs for adaln_projection's backward, on the TMA /
 // mbarrier / wgmma pieces of wgmma_common.cuh:
 //   dgrad  part[s] (T, D) = dout (T, N) @ w (N, D) over k chunk s of N   (FP32 partials, split-K)
 //   wgrad  dw (N, D)      = bf16(dout^T (N, T) @ a (T, D))                (one chain over all T)
@@ -9,7 +9,7 @@
 // Summation order: the mma.sync kernels' (gemm_common.cuh, gemm_mma_bf16.cuh). Output (m, n) of
 // split s is one chain of wgmma m64nNk16 over the split's 16-wide k steps in ascending order,
 // accumulating into registers that start at +0.0f; dgrad's splits are then folded in ascending
-// order by fold_splits, exactly as before; wgrad is one chain over all T rows, ascending, rounded
+// order by fold_splits, as after the mma.sync kernels; wgrad is one chain over all T rows, ascending, rounded
 // to BF16 once. k past the end (T not a multiple of 64 in wgrad) reads as zero through TMA's
 // out-of-bounds fill: extra all-zero 16-wide steps add +0 to the chain. The tile shape chosen
 // for T and the order tiles are visited in change no output's terms: rows of d_temb are

@@ -237,7 +237,7 @@ def _adaln_backward(kind: str, rows: int, adaln, variant: int = 0, needs=(True, 
 @pytest.mark.parametrize("variant", [0, 1, 2, 3])
 @pytest.mark.parametrize("rows", [1, 63, 64, 65, 257, 2048])
 def test_adaln_wgmma_backward_bitwise_equal_to_mma(adaln, rows, variant):
-    """The wgmma backward (issue 13 step 3) keeps the mma.sync backward's order: dgrad in
+    """The wgmma backward keeps the mma.sync backward's order: dgrad in
     ADALN_SPLITS_DGRAD chunks of N, each one chain of 16-wide k steps from 0, folded in ascending
     order; wgrad one chain over all T rows; db the same column-sum kernel. Every dgrad tile
     (variant 0: chosen by T; 1..3 forced) gives the same bits as mma.sync, for all three grads."""
