@@ -28,14 +28,13 @@ import torch
 import torch.distributed as dist
 
 from audit.core.candidates import get_candidate, load_adapters
-
-from audit.core.packages import bounded, error_text
 from audit.core.compare import compare
 from audit.core.evaluate import evaluate
-from audit.worker.bitwise import record_repeat, tensors_of, with_repeatability
 from audit.core.inputs import draw_grad_out, draw_inputs
 from audit.core.layouts import Layout, layout_for, shard
 from audit.core.ops import get_op
+from audit.core.packages import bounded, error_text
+from audit.worker.bitwise import record_repeat, tensors_of, with_repeatability
 
 REDUCTIONS = ("native", "fixed_order")
 INIT_TIMEOUT_S = 300
