@@ -1,8 +1,8 @@
 """A process body for the worker templates' tests, run as ``python -m tests.plugins.forked_probe
 OUT ACTION``: writes to OUT what its process is (argv, directory, environment, the temporary
 directory tempfile finds, open descriptors, whether it leads its own session, the line it reads on
-descriptor 0), then does ACTION: ``return``,
-``exit-N`` (``sys.exit(N)``), ``raise`` (an uncaught ValueError) or ``hang``."""
+descriptor 0), then does ACTION: ``return``, ``exit-N`` (``sys.exit(N)``), ``raise`` (an uncaught
+ValueError) or ``hang``."""
 
 import json
 import os
