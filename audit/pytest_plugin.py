@@ -53,7 +53,7 @@ class BitwiseAudit:
 def _report(candidate: str, *, op: str, reference: str, cases: list[int], repeats: int, device: str):
     import torch
 
-    from audit.core.candidates import get_candidate, load_adapters, unavailable_reason
+    from audit.core.candidates import from_report_name, load_adapters, unavailable_reason
     from audit.core.inputs import draw_grad_out, draw_inputs, fingerprint
     from audit.core.ops import get_op
     from audit.parent.assemble import header
@@ -64,8 +64,22 @@ def _report(candidate: str, *, op: str, reference: str, cases: list[int], repeat
     from reports.kinds import Report
 
     load_adapters()
-    spec, dev = get_op(op), torch.device(device)
-    sides = {name: get_candidate(op, name.partition("[")[0]) for name in (candidate, reference)}
+    try:
+        spec = get_op(op)
+    except KeyError as exc:
+        pytest.fail(f"bitwise_audit: {exc.args[0]}", pytrace=False)
+    dev, sides = torch.device(device), {}
+    for name in (candidate, reference):
+        try:
+            sides[name], mode = from_report_name(op, name)
+        except ValueError as exc:
+            pytest.fail(f"bitwise_audit: {exc}", pytrace=False)
+        if mode != "plain":
+            pytest.fail(
+                f"bitwise_audit: {name} runs in mode {mode}, and the fixture computes in the test's own process in "
+                f"plain mode only; `audit run --op {op} --mode {mode}` runs that mode in its own process",
+                pytrace=False,
+            )
     for name, c in sides.items():
         if (why := unavailable_reason(c, dev)) is not None:
             pytest.skip(f"{name} cannot run here: {why}")

@@ -19,7 +19,7 @@ from typing import Callable, Protocol
 import torch
 
 from audit.core.packages import error_text, import_problem
-from modes import Slot
+from modes import Slot, get_mode
 
 Forward = Callable[[dict[str, torch.Tensor]], "torch.Tensor | tuple[torch.Tensor, ...]"]
 Accepts = Callable[[dict[str, torch.Tensor], torch.device], "str | None"]
@@ -127,6 +127,34 @@ def get_candidate(op: str, name: str) -> Candidate:
         if c.name == name:
             return c
     raise KeyError(name)
+
+
+def from_report_name(op: str, name: str) -> tuple[Candidate, str]:
+    """The candidate of ``op`` that reports under ``name``, and the mode it runs in there: the inverse
+    of ``Candidate.report_name`` (``name[MODE]`` for a candidate of every mode, ``name`` or
+    ``name@ENV`` for one of a single mode), so ``c.report_name(mode) == name``. ValueError, one line
+    saying what is wrong, for a name no registered candidate of ``op`` reports under."""
+    base, bracket, rest = name.partition("[")
+    if bracket and not rest.endswith("]"):
+        raise ValueError(f"{name!r}: a mode is written NAME[MODE], with the closing bracket")
+    mode = rest.removesuffix("]") if bracket else None
+    base, at, env = (base, "", "") if bracket else base.partition("@")
+    try:
+        c = get_candidate(op, base)
+    except KeyError:
+        valid = ", ".join(sorted({x.name for x in candidates_for(op)}))
+        raise ValueError(f"{name!r}: no candidate {base!r} for {op}; registered: {valid}") from None
+    if c.all_modes and mode is None:
+        raise ValueError(f"{name!r}: {base} runs under every mode, so its report name is {base}[MODE] ({base}[plain])")
+    if not c.all_modes and mode is not None:
+        raise ValueError(f"{name!r}: {base} runs in mode {c.mode} only, so its report name is {base} (no [MODE])")
+    if mode is None:
+        mode = f"{c.mode}@{env}" if at else c.mode
+    try:
+        get_mode(mode)
+    except KeyError as exc:
+        raise ValueError(f"{name!r}: {exc.args[0]}") from None
+    return c, mode
 
 
 def unavailable_reason(c: Candidate, device: torch.device) -> str | None:

@@ -18,7 +18,7 @@ import torch
 
 from modes import Mode
 
-from audit.core.candidates import Candidate, get_candidate
+from audit.core.candidates import Candidate, from_report_name, get_candidate
 
 from audit.core.packages import error_text
 from audit.core.compare import bit_patterns
@@ -209,7 +209,10 @@ class Checker:
             self.mode.call("enable")
 
     def accuracy_latency(self) -> dict:
-        reference = get_candidate(self.op.name, self.c.computes or self.op.references[0].split("[")[0])
+        if self.c.computes:
+            reference = get_candidate(self.op.name, self.c.computes)
+        else:
+            reference, _ = from_report_name(self.op.name, self.op.references[0])
         out = {}
         for size in self.sizes.accuracy:
             inputs, g = self.case_inputs(size, seed=size)

@@ -8,6 +8,7 @@ layout or file layout) check only our own detection logic.
 """
 
 import importlib.util
+import re
 import subprocess
 import sys
 import types
@@ -24,7 +25,7 @@ import adapters.transformer_engine
 import adapters.vllm
 import rl_kernel_ops
 from audit.core.availability import mode_problem
-from audit.core.candidates import get_candidate, unavailable_reason
+from audit.core.candidates import candidates_for, from_report_name, get_candidate, unavailable_reason
 from audit.core.packages import shipped_module
 from audit.core.compare import bit_patterns
 from audit.core.inputs import draw_inputs
@@ -63,6 +64,30 @@ def test_registration(op, name, grads, requires, mode):
     assert (c.op, c.grads, c.requires, c.cuda_only, c.all_modes) == (op, grads, requires, True, False)
     assert c.report_name(mode) == name and c.runs_in(mode)
     assert [m for m in MODES if c.runs_in(m)] == [mode]
+
+
+def test_every_report_name_leads_back_to_its_candidate_and_mode():
+    for op in OPS_BY_NAME:
+        for c in candidates_for(op):
+            for mode in [m for m in MODES if c.runs_in(m)] + [f"{c.mode}@rollout"]:
+                assert from_report_name(op, c.report_name(mode)) == (c, mode)
+
+
+@pytest.mark.parametrize(
+    "op, name, says",
+    [
+        ("adaln_projection", "diffusers", "its report name is diffusers[MODE] (diffusers[plain])"),
+        ("norm_modulate", "rl_kernel[plain]", "rl_kernel runs in mode plain only, so its report name is rl_kernel"),
+        ("adaln_projection", "diffusers[plain", "with the closing bracket"),
+        ("adaln_projection", "diffusers[vllm_bi]", "unknown mode 'vllm_bi'"),
+        ("norm_modulate", "nope", "no candidate 'nope' for norm_modulate; registered: "),
+        ("adaln_projection", "diffusers[plain]x", "with the closing bracket"),
+        ("norm_modulate", "rl_kernel@", "mode 'plain@': no environment after '@'"),
+    ],
+)
+def test_a_name_no_candidate_reports_under_is_refused_with_the_reason(op, name, says):
+    with pytest.raises(ValueError, match=re.escape(says)):
+        from_report_name(op, name)
 
 
 def test_transformer_engine_module_is_judged_as_the_unmodulated_norm_it_computes():
