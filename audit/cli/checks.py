@@ -102,6 +102,25 @@ def selection(op: str, mode: Optional[list[str]], candidate: Optional[list[str]]
             f"--mode {idle[0]} runs none of the selected ops ({', '.join(ops)}); it runs {', '.join(runs)}"
             " (row ops run in plain mode only)"
         )
+
+    def runs_in(name: str, slots: list[str]) -> list[str]:
+        return [
+            s
+            for s in slots
+            if any(
+                c.runs_in(s) and get_mode(s).runs(get_op(o)) and name in (c.name, c.report_name(s))
+                for o in ops
+                for c in candidates_for(o)
+            )
+        ]
+
+    selected = modes(mode, envs)
+    for name in candidate or []:
+        if not runs_in(name, selected):
+            raise usage_error(
+                f"--candidate {name} runs in none of the selected modes ({', '.join(selected)}) for "
+                f"{', '.join(ops)}; it runs in {', '.join(runs_in(name, slots))}"
+            )
     return ops
 
 

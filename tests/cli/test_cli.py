@@ -175,6 +175,14 @@ def test_plot_out_into_a_missing_directory_creates_it(tmp_path):
         (["run", "--op", "gate_residual", "--mode", "plain@", "--device", "cpu"], "no environment after '@'"),
         (["run", "--op", "norm_modulate", "--mode", "vllm", "--device", "cpu"], "--mode vllm runs none of"),
         (["prior-art", "--op", "gate_residual", "--mode", "sglang", "--device", "cpu"], "it runs timestep_mlp"),
+        (
+            ["run", "--op", "adaln_projection", "--candidate", "diffusers[vllm]", "--mode", "plain", "--device", "cpu"],
+            "--candidate diffusers[vllm] runs in none of the selected modes (plain) for adaln_projection",
+        ),
+        (
+            ["run", "--op", "norm_modulate", "--candidate", "transformer_engine_cudnn", "--mode", "plain"],
+            "it runs in te_cudnn",
+        ),
     ],
 )
 def test_out_of_range_values_are_refused_before_anything_runs(argv, says):
