@@ -121,6 +121,14 @@ def problem_differences(old: dict[str, object], new: dict[str, object]) -> list[
     ]
 
 
+def input_differences(old: Any, new: Any) -> list[EnvChange]:
+    """The cases (a chain's or trajectory's lengths) for which both reports record their inputs'
+    ``inputs_sha256`` and the two differ: the comparisons of such a case were made on other data, so
+    the reports solved different problems there. A case only one of them ran is no difference."""
+    a, b = getattr(old, "inputs_sha256", None) or {}, getattr(new, "inputs_sha256", None) or {}
+    return [EnvChange(field=f"inputs_sha256[{k}]", old=a[k], new=b[k]) for k in a if k in b and a[k] != b[k]]
+
+
 def different_problem(kind: str, found: list[EnvChange], *, old: object, new: object) -> DifferentProblem:
     """The error for two reports of ``kind`` (named ``old`` and ``new``) whose problems differ as
     ``found`` says."""
@@ -189,6 +197,7 @@ def _op_diff(key: Key, old: tuple[Path, Report], new: tuple[Path, Report], *, al
     )
     kind = kind_of(new_report)
     problem = problem_differences(kind.problem(old_report.root), kind.problem(new_report.root))
+    problem += input_differences(old_report.root, new_report.root)
     if problem and not allow_different_problem:
         raise different_problem(key[0], problem, old=old_path, new=new_path)
     op.environment += problem

@@ -116,7 +116,8 @@ AllowDifferentProblemOpt = Annotated[
     typer.Option(
         "--allow-different-problem",
         help="Compare reports of different problems (a chain replay's block, backward, lengths or stage "
-        "candidates); the settings that differ are listed. Otherwise that is exit 2.",
+        "candidates; the inputs' sha256 of a case both reports ran); the settings that differ are listed. "
+        "Otherwise that is exit 2.",
     ),
 ]
 ContentionOpt = Annotated[

@@ -360,6 +360,23 @@ def test_chain_reports_of_different_problems_exit_2_naming_what_differs(tmp_path
     assert {x["what"].rpartition(": ")[2][0] for x in doc["lost"]} == {"d"}  # only gradients were lost
 
 
+def test_a_case_drawn_from_other_inputs_is_a_different_problem_not_a_quiet_match(tmp_path):
+    old = H200 / "h3_bitwise_reuse.gate_residual.json"
+    data = _h200("h3_bitwise_reuse.gate_residual.json")
+    drawn = data["inputs_sha256"]["257"]
+    data["inputs_sha256"]["257"] = "0" * 64
+    done = invoke("diff", str(old), str(_write(tmp_path, "other.json", data)))
+    assert done.exit_code == 2 and f"inputs_sha256[257] {drawn} vs {'0' * 64}" in done.stderr
+    allowed = invoke("diff", "--allow-different-problem", "-f", "json", str(old), str(tmp_path / "other.json"))
+    assert allowed.exit_code == 0
+    assert {"field": "inputs_sha256[257]", "old": drawn, "new": "0" * 64} in json.loads(allowed.stdout)["ops"][0][
+        "environment"
+    ]
+    fewer = _h200("h3_bitwise_reuse.gate_residual.json")
+    del fewer["inputs_sha256"]["257"]  # a case only one report drew inputs for is no difference
+    assert invoke("diff", str(old), str(_write(tmp_path, "fewer.json", fewer))).exit_code == 0
+
+
 def test_a_parallel_report_that_lost_a_tensor_is_lost(tmp_path):
     path = H200 / "parallel" / "h3_parallel.norm_modulate.sp_rows.json"
     data = _h200("parallel/h3_parallel.norm_modulate.sp_rows.json")
