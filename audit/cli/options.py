@@ -174,6 +174,7 @@ JunitOpt = Annotated[
     typer.Option(
         "--junit",
         help="Also write JUnit XML (ending in .xml): a test case per verdict and per compared cell (candidate × "
-        "case × tensor, stage or step), failing exactly where --fail-on fails. Checked before anything runs.",
+        "case × tensor, stage or step), failing exactly on what makes the exit status 1. Checked before anything "
+        "runs.",
     ),
 ]
