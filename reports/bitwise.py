@@ -141,6 +141,25 @@ class BitwiseReport(ReportBase):
         return self
 
     @model_validator(mode="after")
+    def _every_case_compared(self) -> "BitwiseReport":
+        cases = [str(c) for c in self.cases]
+        for name, result in self.results.items():
+            if isinstance(result, Unavailable):
+                continue
+            for ref, found in result.comparisons().items():
+                missing, extra = [c for c in cases if c not in found], [c for c in found if c not in cases]
+                where, listed = ("results", name, f"vs {ref}"), ", ".join(cases)
+                if missing:
+                    raise FieldError(
+                        where,
+                        f"lacks case {', '.join(missing)} of the report's cases {listed}: a comparison holds every "
+                        "case, compared or unavailable",
+                    )
+                if extra:
+                    raise FieldError(where, f"holds case {', '.join(extra)}, not among the report's cases {listed}")
+        return self
+
+    @model_validator(mode="after")
     def _mirrors_agree(self) -> "BitwiseReport":
         for name, ref, case, tensor, why in _mirror_disagreements(self):
             where = _tensor_loc(tensor) if tensor else ()

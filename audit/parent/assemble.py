@@ -67,7 +67,8 @@ def bitwise_report(p: Plan, outcome: Outcome) -> dict:
             continue
         clean = {"source": entry.get("source", "")}
         for key in sorted(k for k in entry if reference_of(k) not in missing_refs | {None}):
-            clean[key] = {str(c): entry[key][str(c)] for c in p.units if str(c) in entry[key]}
+            ref = reference_of(key)
+            clean[key] = {str(c): entry[key].get(str(c)) or _lost_reference(outcome, ref, c) for c in p.units}
         results[name] = clean
     kernels = {}
     if p.kernels:
@@ -90,6 +91,14 @@ def bitwise_report(p: Plan, outcome: Outcome) -> dict:
         **_timing(p, outcome),
         "results": results,
     }
+
+
+def _lost_reference(outcome: Outcome, ref: str, case: int) -> dict:
+    """The comparison with ``ref`` in a case that has none because ``ref`` has no result there (its
+    process died in that case, or while drawing it): unavailable, with ``ref``'s own reason."""
+    if (why := outcome.failed.get((ref, str(case)))) is not None:
+        return {"unavailable": f"reference {ref} failed for this case: {why}"}
+    return {"unavailable": f"reference {ref} has no result for case {case}"}
 
 
 def _timing(p: Plan, outcome: Outcome) -> dict:

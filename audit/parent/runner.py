@@ -124,6 +124,7 @@ class Outcome:
     timing: dict[str, dict] = field(default_factory=dict)  # mode -> its processes' times (``add_process``)
     tf32: bool = False
     done: set[tuple[str, object]] = field(default_factory=set)  # (report name, unit)
+    failed: dict[tuple[str, str], str] = field(default_factory=dict)  # (report name, unit) -> why it failed there
 
     def entry(self, name: str) -> dict:
         return self.results.setdefault(name, {})
@@ -166,10 +167,16 @@ class _ModeRun:
         self.stalls = 0  # processes in a row that died without finishing anything
 
     def give_up(self, name: str, reason: str) -> None:
-        """``name`` is unavailable for every unit it has not finished; a reason it already has stays."""
-        if "unavailable" not in self.outcome.results.get(name, {}):
+        """``name`` is unavailable, for ``reason``, in every unit it has not finished: unit by unit
+        (a ``Failed`` each) where its task keeps finished units and it finished some, so that those
+        stand; otherwise as a whole (a reason it already has stays)."""
+        left = [u for u in self.p.units if (name, u) not in self.outcome.done]
+        whole = self.p.task.all_or_nothing or len(left) == len(self.p.units)
+        if whole and "unavailable" not in self.outcome.results.get(name, {}):
             self.outcome.unavailable(name, reason)
-        for u in self.p.units:
+        for u in left:
+            if not whole:
+                self.record_done(Failed(name, u, reason))
             if (name, u) not in self.outcome.done:
                 self.outcome.done.add((name, u))
                 self.advance(name)
@@ -181,6 +188,8 @@ class _ModeRun:
 
     def record_done(self, ev: Done | Failed) -> None:
         self.p.task.record(self.p, self.outcome, ev)
+        if isinstance(ev, Failed):
+            self.outcome.failed[(ev.candidate, str(ev.unit))] = ev.reason
         key = (ev.candidate, ev.unit)
         if key not in self.outcome.done and ev.candidate in self.pending:
             self.outcome.done.add(key)

@@ -24,8 +24,10 @@ def test_a_crashing_candidate_is_isolated_and_the_report_is_still_written(tmp_pa
     )
     assert done.returncode == 0, done.stderr
     results = load_report(out).root.model_dump(mode="json")["results"]
-    crashed = results["crashes"]["unavailable"]
-    assert "exited with status 3" in crashed and "case 5" in crashed
+    for ref in ("diffusers", "rl_kernel"):  # case 2 ran before the crash and stands
+        assert results["crashes"][f"vs {ref}"]["2"]["out"][0]["equal"] is True
+        crashed = results["crashes"][f"vs {ref}"]["5"]["unavailable"]
+        assert "exited with status 3" in crashed and "case 5" in crashed
     assert results["raises"]["vs diffusers"]["2"] == {"unavailable": "RuntimeError: planted failure"}
     assert results["raises"]["vs rl_kernel"]["5"] == {"unavailable": "RuntimeError: planted failure"}
     # the references ran every case, before and after the crash
@@ -208,6 +210,42 @@ def test_a_mode_whose_inputs_differ_from_plain_modes_is_not_compared():
     results = bitwise_report(p, outcome)["results"]
     assert results["diffusers[sglang]"] == {"unavailable": "inputs in mode sglang differ from plain mode's"}
     assert results["rl_kernel"]["vs diffusers[plain]"]["1"] == same
+
+
+def test_a_reference_lost_in_a_case_makes_that_case_unavailable_with_its_reason_and_the_report_valid():
+    from audit.parent.assemble import bitwise_report
+    from audit.core.candidates import get_candidate
+    from audit.core.ops import get_op
+    from audit.parent.runner import Outcome, Plan
+    from audit.parent.tasks import BITWISE
+    from reports.kinds import Report
+
+    import torch
+
+    op = get_op("timestep_mlp")
+    diffusers, rl_kernel = get_candidate(op.name, "diffusers"), get_candidate(op.name, "rl_kernel")
+    p = Plan(op, BITWISE, [1, 4], torch.device("cpu"), {"plain": [diffusers, rl_kernel], "sglang": [diffusers]})
+    same = {"out": [{"equal": True, "differ": 0, "numel": 1, "max_abs": 0.0}], "grads": {}}
+    died = {"unavailable": "mode plain process was killed by SIGKILL while running case 4"}
+    # rl_kernel's process died in case 4, so the sglang process found no result of it there; nor, to word the
+    # other reason, one of diffusers[plain]
+    outcome = Outcome(
+        results={
+            "diffusers[plain]": {"source": "a", "vs rl_kernel": {"1": same, "4": died}},
+            "rl_kernel": {"source": "b", "vs diffusers[plain]": {"1": same, "4": died}},
+            "diffusers[sglang]": {"source": "c", "vs rl_kernel": {"1": same}, "vs diffusers[plain]": {"1": same}},
+        },
+        fingerprints={"plain": {"1": "aa", "4": "bb"}, "sglang": {"1": "aa", "4": "bb"}},
+        environments={"plain": {}, "sglang": {}},
+        failed={("rl_kernel", "4"): died["unavailable"]},
+    )
+    data = bitwise_report(p, outcome)
+    lost = data["results"]["diffusers[sglang]"]["vs rl_kernel"]["4"]["unavailable"]
+    assert lost == f"reference rl_kernel failed for this case: {died['unavailable']}"
+    assert data["results"]["diffusers[sglang]"]["vs diffusers[plain]"]["4"] == {
+        "unavailable": "reference diffusers[plain] has no result for case 4"
+    }
+    assert Report.model_validate(data).root.cases == [1, 4]
 
 
 def test_a_case_a_candidate_refuses_is_unavailable_with_its_reason_and_the_others_run(tmp_path):

@@ -164,6 +164,27 @@ def test_a_tensor_only_one_mirror_compares_is_invalid():
         parse_report(data)
 
 
+@pytest.mark.parametrize(
+    "plant, says",
+    [
+        (
+            lambda c: c.pop("257"),
+            "lacks case 257 of the report's cases 1, 257, 4097, 32768: "
+            "a comparison holds every case, compared or unavailable",
+        ),
+        (lambda c: c.__setitem__("5", c["1"]), "holds case 5, not among the report's cases 1, 257, 4097, 32768"),
+    ],
+)
+def test_a_comparison_that_does_not_hold_every_case_of_the_report_is_invalid(plant, says):
+    data = load(H200 / "h3_bitwise_reuse.gate_residual.json")
+    for cases in (data["results"]["rl_kernel"]["vs diffusers"], data["results"]["diffusers"]["vs rl_kernel"]):
+        plant(cases)
+    with pytest.raises(ReportError) as found:
+        parse_report(data)
+    [(where, why)] = found.value.problems
+    assert where == '$.results.diffusers["vs rl_kernel"]' and why == says
+
+
 def _invariant_but_the_sweep_differs() -> dict:
     data = load(H200 / "h3_prior_art.gate_residual.json")
     mode = next(m for m in data["results"].values() if "unavailable" not in m)
