@@ -215,8 +215,9 @@ def _named(name: str, requested: str) -> bool:
 
 def unmet(written: list[Report], requested: list[str]) -> list[str]:
     """What ``--fail-on differ`` fails on besides a difference, one line each: a report in which
-    nothing was compared (no candidate ran), and a requested candidate that a report names but that
-    did not run there."""
+    nothing was compared (no candidate ran), a requested candidate that a report names but that
+    did not run there, and one that ran but not in every case (a pair's verdict unavailable, with
+    the first line of why)."""
     problems = []
     for report in written:
         kind, root = kind_of(report), report.root
@@ -229,6 +230,15 @@ def unmet(written: list[Report], requested: list[str]) -> list[str]:
             named = [n for n in kind.candidates(root) if _named(n, wanted)]
             if named and not any(_named(n, wanted) for n in ran):
                 problems.append(f"{where}: the requested candidate {wanted} did not run")
+                continue
+            problems += [
+                f"{where}: the requested candidate {wanted} did not run every case: {v.candidate} vs {v.reference}: "
+                f"{v.detail.splitlines()[0]}"
+                for v in kind.verdicts(root)
+                if v.reference is not None
+                and kind.statuses[v.verdict] == "na"
+                and (_named(v.candidate, wanted) or _named(v.reference, wanted))
+            ]
     return problems
 
 

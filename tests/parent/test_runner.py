@@ -13,16 +13,20 @@ from tests.helpers import REPO, audit, audit_in_process
 FAULTY = {"AUDIT_PLUGINS": "tests.plugins.faulty"}
 
 
-def test_a_crashing_candidate_is_isolated_and_the_report_is_still_written(tmp_path):
+def test_a_crashing_candidate_is_isolated_the_report_still_written_and_the_differ_gate_fails(tmp_path):
     out = tmp_path / "r.json"
     done = audit_in_process(
         *"run --op gate_residual --device cpu --case 2 --case 5 --candidate crashes --candidate raises".split(),
-        "--out",
-        str(out),
-        "-q",
+        *("--fail-on", "differ", "--out", str(out), "-q"),
         env={**FAULTY, "FAULTY_CRASH_CASE": "4"},
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # equal where it ran is not bitwise clean: case 5 never ran
+    stderr = " ".join(done.stderr.split())
+    assert (
+        "the requested candidate crashes did not run every case: crashes vs diffusers: out, dres, dy, dgate bitwise "
+        "equal in cases 2; case 5 unavailable: mode plain process exited with status 3 while running case 5: --fail-on"
+    ) in stderr
+    assert "the requested candidate raises did not run" in stderr
     results = load_report(out).root.model_dump(mode="json")["results"]
     for ref in ("diffusers", "rl_kernel"):  # case 2 ran before the crash and stands
         assert results["crashes"][f"vs {ref}"]["2"]["out"][0]["equal"] is True
