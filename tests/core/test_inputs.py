@@ -78,3 +78,17 @@ def test_fingerprint_sees_one_flipped_bit():
     u["x"].view(torch.int16)[3] = 1
     assert fingerprint(t) != fingerprint(u)
     assert fingerprint(t) == fingerprint({"x": t["x"].clone()})
+
+
+def test_the_inputs_drawn_here_are_those_the_committed_h200_reports_compared():
+    """The CPU draws every case's inputs (then moves them), so a change in the drawing shows here
+    before a GPU run's gate meets a baseline of other inputs; the cases up to 300 rows of each op."""
+    from tests.helpers import REPO
+
+    for op in ("norm_modulate", "gate_residual", "timestep_mlp", "adaln_projection"):
+        report = json.loads((REPO / "docs/evidence/h200" / f"h3_bitwise_reuse.{op}.json").read_text())
+        shared: dict = {}
+        small = {c: sha for c, sha in report["inputs_sha256"].items() if int(c) <= 300}
+        assert small, op
+        for case, sha in small.items():
+            assert fingerprint(draw_inputs(OPS[op], int(case), seed=int(case), shared=shared)) == sha, (op, case)
