@@ -256,6 +256,19 @@ def ran(report: BitwiseReport) -> set[str]:
     }
 
 
+def incomplete(report: BitwiseReport) -> dict[str, str]:
+    """Each candidate (a reference too) that ran but lacks a case in some comparison (a pair's
+    verdict ``unavailable``), with that pair and the first line of its detail."""
+    found: dict[str, str] = {}
+    compared = ran(report)
+    for v in verdicts(report):
+        if v.reference is not None and v.verdict == "unavailable":
+            for name in (v.candidate, v.reference):
+                if name in compared:
+                    found.setdefault(name, f"{v.candidate} vs {v.reference}: {v.detail.splitlines()[0]}")
+    return found
+
+
 def _join(items) -> str:
     return ", ".join(dict.fromkeys(items))
 

@@ -197,6 +197,23 @@ def ran(report: ChainReport) -> set[str]:
     }
 
 
+def incomplete(report: ChainReport) -> dict[str, str]:
+    """Every stage candidate, when a mode replayed some lengths but not another (``lengths_missed``)."""
+    return dict.fromkeys(candidates(report), why) if (why := lengths_missed(report.results)) else {}
+
+
+def lengths_missed(results: dict) -> str | None:
+    """The first mode, length and first line of why, where a mode ran some lengths but not this one;
+    None when every mode ran all or none of its lengths. ``results``: mode -> its lengths or why it
+    did not run (a chain's replays, a trajectory's loops)."""
+    for mode, result in results.items():
+        lengths = {} if isinstance(result, Unavailable) else result.lengths
+        lost = [(n, r.unavailable) for n, r in lengths.items() if isinstance(r, Unavailable)]
+        if lost and len(lost) < len(lengths):
+            return f"mode {mode}, length {lost[0][0]}: {lost[0][1].splitlines()[0]}"
+    return None
+
+
 def _verdict(mode: str, length: str, replay: ChainReplay) -> Verdict:
     drop = replay.drop_in
     if replay.first_drift:

@@ -216,8 +216,8 @@ def _named(name: str, requested: str) -> bool:
 def unmet(written: list[Report], requested: list[str]) -> list[str]:
     """What ``--fail-on differ`` fails on besides a difference, one line each: a report in which
     nothing was compared (no candidate ran), a requested candidate that a report names but that
-    did not run there, and one that ran but not in every case (a pair's verdict unavailable, with
-    the first line of why)."""
+    did not run there, and one that ran but not everywhere the report asked (its kind's
+    ``incomplete``: a case, a length)."""
     problems = []
     for report in written:
         kind, root = kind_of(report), report.root
@@ -232,12 +232,9 @@ def unmet(written: list[Report], requested: list[str]) -> list[str]:
                 problems.append(f"{where}: the requested candidate {wanted} did not run")
                 continue
             problems += [
-                f"{where}: the requested candidate {wanted} did not run every case: {v.candidate} vs {v.reference}: "
-                f"{v.detail.splitlines()[0]}"
-                for v in kind.verdicts(root)
-                if v.reference is not None
-                and kind.statuses[v.verdict] == "na"
-                and (_named(v.candidate, wanted) or _named(v.reference, wanted))
+                f"{where}: the requested candidate {wanted} did not run everywhere: {why}"
+                for name, why in kind.incomplete(root).items()
+                if _named(name, wanted)
             ]
     return problems
 

@@ -10,7 +10,7 @@ replay ``OP.mode M, length L``), so that a CI UI groups them by op and candidate
   (``case 257 · dgate``), a failure message its counts and first differing index;
 - per change and per lost entry of the diff against the baseline;
 - with ``--fail-on differ``, per problem ``reports.diff.unmet`` finds (nothing compared, a
-  requested candidate that did not run, or not in every case).
+  requested candidate that did not run, or not everywhere).
 
 A test case fails exactly when the ``--fail-on`` policy fails on it (``reports.diff.gate``): under
 ``differ`` a verdict or comparison whose status is a difference, and an unmet request; under

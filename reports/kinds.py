@@ -50,6 +50,8 @@ class ReportKind:
     - ``diff``: records into an ``OpDiff`` what changed from an old report to a new one;
     - ``candidates``: the names ``audit show --candidate`` accepts;
     - ``ran``: the candidates that computed something that was compared (empty: nothing was);
+    - ``incomplete``: of those, each that did not run everywhere the report asked (a case, a length),
+      with why, one line;
     - ``key``: what a report is matched by in a diff and a baseline: (kind, op, quick);
     - ``problem``: the settings, beyond the key, that say which problem the report solved (name ->
       value); two reports whose settings differ are not compared;
@@ -64,6 +66,7 @@ class ReportKind:
     diff: Callable[[Any, Any, OpDiff], None]
     candidates: Callable[[Any], list[str]]
     ran: Callable[[Any], set[str]]
+    incomplete: Callable[[Any], dict[str, str]]
     key: Callable[[Any], Key] = _op_key
     problem: Callable[[Any], dict[str, object]] = _key_is_the_problem
     plot: str | None = None
@@ -79,7 +82,7 @@ class ReportKind:
         plot: str | None = None,
     ) -> ReportKind:
         """The kind whose module defines ``verdicts``, ``STATUSES``, ``sections``, ``diff``,
-        ``candidates`` and ``ran``."""
+        ``candidates``, ``ran`` and ``incomplete``."""
         return cls(
             model=model,
             verdicts=module.verdicts,
@@ -88,6 +91,7 @@ class ReportKind:
             diff=module.diff,
             candidates=module.candidates,
             ran=module.ran,
+            incomplete=module.incomplete,
             key=key,
             problem=problem,
             plot=plot,

@@ -198,6 +198,16 @@ def ran(report: ParallelReport) -> set[str]:
     return {n for n, c in report.results.items() if isinstance(c, ParallelCandidate) and c.cases}
 
 
+def incomplete(report: ParallelReport) -> dict[str, str]:
+    """Each candidate with a finished case that stopped before its last (``failed``), with the first
+    line of why."""
+    return {
+        n: f"stopped early: {c.failed.splitlines()[0]}"
+        for n, c in report.results.items()
+        if isinstance(c, ParallelCandidate) and c.cases and c.failed
+    }
+
+
 def verdicts(report: ParallelReport) -> list[Verdict]:
     """One verdict per candidate under the report's layout (``decide``)."""
     out = []

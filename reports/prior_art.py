@@ -114,6 +114,12 @@ def ran(report: PriorArtReport) -> set[str]:
     }
 
 
+def incomplete(report: PriorArtReport) -> dict[str, str]:
+    """Nothing: a candidate's checks are all or nothing (one that fails gives the candidate up), so
+    none is checked in part."""
+    return {}
+
+
 def invariance_failures(bi: BatchInvariance) -> list[str]:
     """Which checks failed and for which tensors, as short phrases (empty when invariant)."""
     failures = []

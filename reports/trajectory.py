@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from .changes import OpDiff, State, availability, compare_tensors, reason, state, worst
-from .chain import ChainBlock, ChainCandidate, drifts, settled_equal
+from .chain import ChainBlock, ChainCandidate, drifts, lengths_missed, settled_equal
 from .chain import settings as chain_settings
 from .schema import CaseKey, Cmp, Environment, FiniteFloat, ReportBase, Strict, Unavailable
 from .sdpa import Sdpa
@@ -129,6 +129,12 @@ def ran(report: TrajectoryReport) -> set[str]:
         for c in t.stages.values()
         if isinstance(c, ChainCandidate)
     }
+
+
+def incomplete(report: TrajectoryReport) -> dict[str, str]:
+    """Every stage candidate, when a mode ran the loops of some lengths but not another
+    (``reports.chain.lengths_missed``)."""
+    return dict.fromkeys(candidates(report), why) if (why := lengths_missed(report.results)) else {}
 
 
 def _verdict(mode: str, length: str, t: Trajectory) -> Verdict:

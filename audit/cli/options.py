@@ -97,9 +97,9 @@ FailOnOpt = Annotated[
         help="Exit 1 on: 'regression' (against --baseline, the default with one: a comparison that got "
         "worse, or a report, mode, candidate, case or tensor of the baseline missing from this run), 'differ' "
         "(that, and any comparison not bitwise equal, any candidate not batch-invariant, a --candidate that did "
-        "not run or not in every case, or a report in which nothing was compared), 'kernel-change' ('regression', "
-        "and any kernel change against --baseline, whose reports need kernel fingerprints, even where the bits "
-        "stayed equal), "
+        "not run or not everywhere (a case, a length), or a report in which nothing was compared), 'kernel-change' "
+        "('regression', and any kernel change against --baseline, whose reports need kernel fingerprints, even "
+        "where the bits stayed equal), "
         "'none' (the default without a baseline: exit 0 whatever the bits are).",
     ),
 ]

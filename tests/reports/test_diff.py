@@ -11,6 +11,7 @@ from audit.cli import app
 from tests.helpers import REPO, SEEDS, load
 from reports.changes import classify
 from reports.diff import diff_sets, gate
+from reports.kinds import kind_of
 from reports.io import load_report, load_set, parse_report
 from reports.schema import Cmp
 
@@ -442,6 +443,47 @@ def test_the_gate_fails_on_a_requested_candidate_that_did_not_run_and_on_nothing
         broken["results"][name] = {"unavailable": "ImportError: planted"}
     _, why = gate([parse_report(broken)], [path], None, "differ")
     assert why == ["h3_bitwise_reuse gate_residual: nothing was compared (no candidate ran)"]
+
+
+@pytest.mark.parametrize(
+    "name, plant, wanted, says",
+    [
+        (
+            "parallel/h3_parallel.norm_modulate.sp_rows.json",
+            lambda d: d["results"]["liger"].update(failed="rank 1 exited with status 1\nTraceback ..."),
+            "liger",
+            "h3_parallel norm_modulate sp_rows: the requested candidate liger did not run everywhere: stopped early: "
+            "rank 1 exited with status 1",
+        ),
+        (
+            "chain/h3_conditioning_chain_replay.liger.json",
+            lambda d: d["results"]["plain"]["lengths"].update({"4097": {"unavailable": "OutOfMemoryError: planted"}}),
+            "liger",
+            "h3_conditioning_chain_replay conditioning_chain: the requested candidate liger did not run everywhere: "
+            "mode plain, length 4097: OutOfMemoryError: planted",
+        ),
+        (
+            "trajectory/h3_denoising_trajectory.liger.json",
+            lambda d: next(iter(d["results"].values()))["lengths"].update({"4097": {"unavailable": "planted"}}),
+            "liger",
+            "h3_denoising_trajectory denoising_trajectory: the requested candidate liger did not run everywhere: "
+            "mode plain, length 4097: planted",
+        ),
+    ],
+)
+def test_the_gate_fails_on_a_requested_candidate_that_ran_but_not_everywhere(name, plant, wanted, says):
+    whole = gate([parse_report(_h200(name))], [H200 / name], None, "differ", requested=[wanted])[1]
+    assert not [w for w in whole if "did not run everywhere" in w]
+    data = _h200(name)
+    plant(data)
+    _, why = gate([parse_report(data)], [H200 / name], None, "differ", requested=[wanted])
+    assert says in why
+
+
+def test_every_kind_names_no_candidate_incomplete_in_the_committed_reports():
+    for path in sorted(H200.rglob("h3_*.json")):
+        report = load_report(path)
+        assert kind_of(report).incomplete(report.root) == {}, path
 
 
 def test_the_gate_fails_on_lost_coverage_unless_allowed(tmp_path):
