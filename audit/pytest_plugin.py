@@ -39,7 +39,13 @@ class BitwiseAudit:
         diffusers reference. A side that cannot run here skips the test, with the reason."""
         from reports.kinds import kind_of
 
-        report = _report(candidate, op=op, reference=reference, cases=list(cases), repeats=repeats, device=device)
+        bad = [c for c in cases if isinstance(c, bool) or not isinstance(c, int) or c < 1]
+        if bad:
+            pytest.fail(f"bitwise_audit: cases {bad}: a case is a count of rows, an int from 1", pytrace=False)
+        if repeats < 1:
+            pytest.fail(f"bitwise_audit: repeats={repeats}: each side computes at least once", pytrace=False)
+        cases = list(dict.fromkeys(cases))
+        report = _report(candidate, op=op, reference=reference, cases=cases, repeats=repeats, device=device)
         pair = {candidate, reference}
         found = [v for v in kind_of(report).verdicts(report.root) if {v.candidate, v.reference} == pair]
         if not found or found[0].verdict != "reusable":

@@ -47,17 +47,20 @@ def test_a_candidate_that_is_not_bitwise_the_reference_fails_with_its_verdict(tm
     assert "one_rounding vs diffusers (gate_residual): differs — out from case 33" in done.stdout
 
 
-def test_a_mode_other_than_plain_is_refused_not_computed_plain(tmp_path):
+def test_a_mode_other_than_plain_or_a_bad_case_is_refused_before_anything_is_computed(tmp_path):
     asked = tmp_path / "test_asked.py"
     asked.write_text(
         "def test_under_vllm(bitwise_audit):\n"
         '    bitwise_audit.assert_reusable("diffusers[vllm]", op="adaln_projection", reference="diffusers[plain]")\n'
         "def test_bare_name_of_a_candidate_of_every_mode(bitwise_audit):\n"
         '    bitwise_audit.assert_reusable("diffusers", op="adaln_projection")\n'
+        "def test_no_rows(bitwise_audit):\n"
+        '    bitwise_audit.assert_reusable("rl_kernel", op="gate_residual", reference="diffusers", cases=[1, 0])\n'
     )
     done = pytest_run(asked)
     assert done.returncode == 1, done.stdout[-3000:]
-    assert "2 failed" in done.stdout
+    assert "3 failed" in done.stdout
     out = " ".join(done.stdout.split())
     assert "bitwise_audit: diffusers[vllm] runs in mode vllm, and the fixture computes in the test's own process" in out
     assert "bitwise_audit: 'diffusers': diffusers runs under every mode, so its report name is diffusers[MODE]" in out
+    assert "bitwise_audit: cases [0]: a case is a count of rows, an int from 1" in out
