@@ -359,10 +359,11 @@ def run_mode(
     run: _ModeRun, setup: WorkerSetup, workdir: Path, *, timeout: float, started: _Started | None = None
 ) -> None:
     """Run ``run``'s candidates in their own process(es), starting with ``started`` when its worker
-    was started ahead. After a process dies, the candidate it was running is given up with the real
-    exit status, signal or exception; a death while a case's inputs were drawn loses that case for
-    every candidate; a death outside both restarts the process, unless two in a row finished
-    nothing. Then the process restarts for what is left."""
+    was started ahead. After a process dies, the candidate it was running is given up from the unit
+    it was running on (``_ModeRun.give_up``), with the real exit status, signal or exception; a
+    death while a case's inputs were drawn loses that case for every candidate; a death outside
+    both restarts the process, unless two in a row finished nothing. Then the process restarts for
+    what is left."""
     outcome, mode = run.outcome, run.mode
     if setup.problem is not None:
         reason = f"environment {setup.environment} ({setup.python}): {setup.problem}"
