@@ -50,7 +50,12 @@ ModeOpt = Annotated[
 ]
 CandidateOpt = Annotated[
     Optional[list[str]],
-    typer.Option("--candidate", help="Candidate to run (the references always run where needed); repeatable."),
+    typer.Option(
+        "--candidate",
+        help="Candidate to run, by name (in every selected mode it runs in) or report name (diffusers[vllm]: that "
+        "mode only); the references always run where needed; repeatable. One that runs in none of the selected "
+        "modes is refused.",
+    ),
 ]
 CaseOpt = Annotated[
     Optional[list[int]],
