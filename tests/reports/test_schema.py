@@ -185,6 +185,14 @@ def test_a_comparison_that_does_not_hold_every_case_of_the_report_is_invalid(pla
     assert where == '$.results.diffusers["vs rl_kernel"]' and why == says
 
 
+def test_inputs_of_a_case_the_report_does_not_hold_are_invalid():
+    data = load(H200 / "h3_bitwise_reuse.gate_residual.json")
+    data["inputs_sha256"]["5"] = "0" * 64
+    with pytest.raises(ReportError) as found:
+        parse_report(data)
+    assert found.value.problems == [('$.inputs_sha256["5"]', "not among the report's cases 1, 257, 4097, 32768")]
+
+
 def _invariant_but_the_sweep_differs() -> dict:
     data = load(H200 / "h3_prior_art.gate_residual.json")
     mode = next(m for m in data["results"].values() if "unavailable" not in m)
