@@ -141,7 +141,7 @@ class BitwiseReport(ReportBase):
         return self
 
     @model_validator(mode="after")
-    def _every_case_compared(self) -> "BitwiseReport":
+    def _cases_agree(self) -> "BitwiseReport":
         cases = [str(c) for c in self.cases]
         for case in (c for c in self.inputs_sha256 or {} if c not in cases):
             raise FieldError(("inputs_sha256", case), f"not among the report's cases {', '.join(cases)}")
