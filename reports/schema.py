@@ -207,6 +207,13 @@ class ProcessTiming(Strict):
     def unaccounted(self) -> float:
         return self.wall - sum(self.phases.values())
 
+    @model_validator(mode="after")
+    def _phases_within_wall(self) -> "ProcessTiming":
+        if self.unaccounted < -1e-6 * max(self.wall, 1.0):  # the phases are parts of the wall time
+            total = self.wall - self.unaccounted
+            raise FieldError(("phases",), f"add up to {total:.6f} s, more than the wall time, {self.wall} s")
+        return self
+
 
 class Timing(Strict):
     """Where the time of each mode's process(es) went (optional; absent in the example reports)."""

@@ -193,6 +193,15 @@ def test_inputs_of_a_case_the_report_does_not_hold_are_invalid():
     assert found.value.problems == [('$.inputs_sha256["5"]', "not among the report's cases 1, 257, 4097, 32768")]
 
 
+def test_phases_that_add_up_to_more_than_the_wall_time_are_invalid():
+    data = load(H200 / "h3_bitwise_reuse.timestep_mlp.json")
+    data["timing"]["modes"]["plain"]["wall"] = 1.0
+    with pytest.raises(ReportError) as found:
+        parse_report(data)
+    [(where, why)] = found.value.problems
+    assert where == "$.timing.modes.plain.phases" and why.endswith("s, more than the wall time, 1.0 s")
+
+
 def _invariant_but_the_sweep_differs() -> dict:
     data = load(H200 / "h3_prior_art.gate_residual.json")
     mode = next(m for m in data["results"].values() if "unavailable" not in m)
