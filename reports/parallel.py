@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .changes import EnvChange, OpDiff, State, availability, compare_tensors, reason, state, worst
-from .schema import CaseComparison, CaseKey, Count, Cmp, Environment, ReportBase, Strict, Unavailable
+from .schema import CaseComparison, CaseKey, Count, Cmp, Environment, FieldError, ReportBase, Strict, Unavailable
 from .tables import CPU_NOTE, Cell, Section, View, cmp_cell, verdict_section, visible
 from .verdict import Status, Verdict
 
@@ -92,6 +92,23 @@ class ParallelReport(ReportBase):
     cases: list[int]
     repeats: int | None = Field(default=None, ge=1)  # runs of each side per case; absent: before --repeats
     results: dict[str, ParallelCandidate | Unavailable]
+
+    @model_validator(mode="after")
+    def _cases_agree(self) -> "ParallelReport":
+        cases = [str(c) for c in self.cases]
+        for name, c in self.results.items():
+            if isinstance(c, Unavailable):
+                continue
+            extra = [k for k in c.cases if k not in cases]
+            if extra:
+                raise FieldError(("results", name, "cases"), f"case {', '.join(extra)} is not among {', '.join(cases)}")
+            missing = [k for k in cases if k not in c.cases]
+            if missing and c.failed is None:
+                raise FieldError(
+                    ("results", name, "cases"),
+                    f"lacks case {', '.join(missing)} without saying why: a run that stopped says so in failed",
+                )
+        return self
 
 
 def kept(cmp: Cmp) -> bool:

@@ -151,8 +151,11 @@ def parallel_report(p, results: dict[str, dict], sources: dict[str, str]) -> dic
             "seconds": found["seconds"],
             "cases": cases,
         } | ({"no_chunk_order": "; ".join(sorted(why_not))} if why_not else {})
+        missing = [case for case in map(str, p.cases) if case not in cases]
         if "unavailable" in found:
             entries[name]["failed"] = found["unavailable"]
+        elif missing:  # the report says why a case is absent (``reports.parallel``)
+            entries[name]["failed"] = f"the run ended without the results of case {', '.join(missing)}"
     return {
         **header(KIND, p.op.name, collect(p.device, {"plain": p.recorded}, False)),
         "layout": p.layout.name,

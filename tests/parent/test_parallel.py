@@ -11,7 +11,7 @@ from audit.core.layouts import LAYOUTS
 from audit.core.ops import OPS
 from reports.io import load_report
 from reports.parallel import verdicts
-from tests.helpers import audit_in_process
+from tests.helpers import REPO, audit_in_process
 
 runner = CliRunner()
 
@@ -275,3 +275,23 @@ def test_rl_kernel_keeps_the_single_process_bits_at_4_and_8_gloo_ranks(tmp_path,
     naive = case.fixed_order.by_tensor()
     assert any(not naive[t].equal for t in report.results["rl_kernel"].reduced)
     assert [v.verdict for v in verdicts(report)] == ["bitwise with the chunk-order reduction"]
+
+
+def test_a_run_without_a_cases_results_says_so_and_the_report_is_valid():
+    """run_candidate's results lack case 64 and carry no failure (torchrun ended with 0): the report
+    says why the case is absent, as a stopped run does, instead of leaving it unexplained."""
+    import torch
+
+    from audit.parent.assemble import parallel_report
+    from audit.parent.parallel import plan_parallel
+    from reports.kinds import Report
+
+    p = plan_parallel(
+        OPS["gate_residual"], "sp_rows", ranks=2, backend=None, device=torch.device("cpu"), cases=[2, 64], names=None
+    )
+    name = p.candidates[0].name
+    ran = json.loads((REPO / "docs/evidence/h200/parallel/h3_parallel.norm_modulate.sp_rows.json").read_text())
+    one = ran["results"]["diffusers"]["cases"]["2"]
+    data = parallel_report(p, {name: {"2": dict(one), "seconds": 1.0}}, {name: "source"})
+    assert data["results"][name]["failed"] == "the run ended without the results of case 64"
+    assert list(Report.model_validate(data).root.results[name].cases) == ["2"]

@@ -202,6 +202,21 @@ def test_phases_that_add_up_to_more_than_the_wall_time_are_invalid():
     assert where == "$.timing.modes.plain.phases" and why.endswith("s, more than the wall time, 1.0 s")
 
 
+def test_a_parallel_candidate_that_lacks_a_case_says_why_or_the_report_is_invalid():
+    data = load(H200 / "parallel" / "h3_parallel.norm_modulate.sp_rows.json")
+    del data["results"]["liger"]["cases"]["128"]
+    with pytest.raises(ReportError) as found:
+        parse_report(data)
+    assert found.value.problems == [
+        ("$.results.liger.cases", "lacks case 128 without saying why: a run that stopped says so in failed")
+    ]
+    data["results"]["liger"]["failed"] = "rank 1 failed: OutOfMemoryError"
+    assert parse_report(data).root.results["liger"].failed.startswith("rank 1")
+    data["results"]["liger"]["cases"]["5"] = data["results"]["liger"]["cases"]["2"]
+    with pytest.raises(ReportError, match="case 5 is not among 2, 128"):
+        parse_report(data)
+
+
 def _invariant_but_the_sweep_differs() -> dict:
     data = load(H200 / "h3_prior_art.gate_residual.json")
     mode = next(m for m in data["results"].values() if "unavailable" not in m)
