@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import Field, model_serializer, model_validator
 
 from .changes import OpDiff, State, availability, compare_tensors, reason, state, worst
-from .schema import CaseKey, Cmp, Environment, ReportBase, Strict, Unavailable, without_none
+from .schema import CaseKey, Cmp, Environment, FieldError, ReportBase, Strict, Unavailable, without_none
 from .sdpa import Sdpa
 from .tables import Cell, Section, View, cmp_cell, unavailable_cell, visible
 from .verdict import Status, Verdict
@@ -179,6 +179,25 @@ class ChainReport(ReportBase):
     inputs_sha256: dict[CaseKey, str]
     results: dict[str, ChainMode | Unavailable]
     sdpa: Sdpa | None = None  # absent in reports written before --attention existed
+
+    @model_validator(mode="after")
+    def _lengths_agree(self) -> "ChainReport":
+        check_lengths(self.lengths, self.inputs_sha256, self.results)
+        return self
+
+
+def check_lengths(lengths: list[int], inputs_sha256: dict[str, str], results: dict) -> None:
+    """FieldError unless every mode of ``results`` that ran holds each of ``lengths`` once (run or
+    unavailable) and ``inputs_sha256`` names only those lengths (a chain's or a trajectory's report)."""
+    keys = [str(n) for n in lengths]
+    for extra in (n for n in inputs_sha256 if n not in keys):
+        raise FieldError(("inputs_sha256", extra), f"not among the report's lengths {', '.join(keys)}")
+    for mode, result in results.items():
+        if not isinstance(result, Unavailable) and sorted(result.lengths) != sorted(keys):
+            raise FieldError(
+                ("results", mode, "lengths"),
+                f"holds {', '.join(result.lengths)} where the report's are {', '.join(keys)}",
+            )
 
 
 def candidates(report: ChainReport) -> list[str]:

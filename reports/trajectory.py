@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from .changes import OpDiff, State, availability, compare_tensors, reason, state, worst
-from .chain import ChainBlock, ChainCandidate, drifts, lengths_missed, settled_equal
+from .chain import ChainBlock, ChainCandidate, check_lengths, drifts, lengths_missed, settled_equal
 from .chain import settings as chain_settings
 from .schema import CaseKey, Cmp, Environment, FiniteFloat, ReportBase, Strict, Unavailable
 from .sdpa import Sdpa
@@ -100,6 +100,11 @@ class TrajectoryReport(ReportBase):
     inputs_sha256: dict[CaseKey, str]
     sdpa: Sdpa
     results: dict[str, TrajectoryMode | Unavailable]
+
+    @model_validator(mode="after")
+    def _lengths_agree(self) -> "TrajectoryReport":
+        check_lengths(self.lengths, self.inputs_sha256, self.results)
+        return self
 
 
 def settings(*, block: dict, steps: int, lengths: list[int], candidates: dict[str, str]) -> dict[str, object]:

@@ -113,8 +113,9 @@ def mode_results(
     job: dict, found: dict[str, dict], recorded: dict[str, dict[str, str]], summary: Callable[[dict], dict]
 ) -> tuple[dict, dict[str, dict], dict]:
     """(the first mode's input fingerprints, each mode's entry, the environment block) from the
-    workers' findings: each length's data with its ``summary`` fields added. A mode whose inputs'
-    fingerprints differ from the first mode's becomes unavailable (it would run another problem)."""
+    workers' findings: each length's data with its ``summary`` fields added (a length the worker
+    wrote nothing for: unavailable, saying so). A mode whose inputs' fingerprints differ from the
+    first mode's becomes unavailable (it would run another problem)."""
     ran = [f for f in found.values() if "unavailable" not in f]
     prints = ran[0]["inputs_sha256"] if ran else {}
     results: dict[str, dict] = {}
@@ -124,7 +125,11 @@ def mode_results(
         elif f["inputs_sha256"] != prints:
             results[mode] = {"unavailable": f"inputs in mode {mode} differ from mode {next(iter(found))}'s"}
         else:
-            lengths = {length: {**data, **summary(data)} for length, data in f["lengths"].items()}
+            lengths = {}
+            for n in map(str, job["lengths"]):  # every length, as the report's schema asks
+                data = f["lengths"].get(n)
+                missing = {"unavailable": f"mode {mode}'s worker wrote no result for length {n}"}
+                lengths[n] = missing if data is None else {**data, **summary(data)}
             results[mode] = {"description": f["description"], "lengths": lengths}
     environment = collect(torch.device(job["device"]), recorded, any(f.get("tf32", False) for f in ran))
     return prints, results, environment

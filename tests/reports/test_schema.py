@@ -217,6 +217,22 @@ def test_a_parallel_candidate_that_lacks_a_case_says_why_or_the_report_is_invali
         parse_report(data)
 
 
+@pytest.mark.parametrize(
+    "name", ["chain/h3_conditioning_chain_replay.liger.json", "trajectory/h3_denoising_trajectory.liger.json"]
+)
+def test_a_mode_that_lacks_a_length_or_inputs_of_another_length_are_invalid(name):
+    data = load(H200 / name)
+    mode, result = next((m, r) for m, r in data["results"].items() if "lengths" in r)
+    del result["lengths"]["4097"]
+    with pytest.raises(ReportError) as found:
+        parse_report(data)
+    assert found.value.problems == [(f"$.results.{mode}.lengths", "holds 257 where the report's are 257, 4097")]
+    data = load(H200 / name)
+    data["inputs_sha256"]["5"] = "0" * 64
+    with pytest.raises(ReportError, match="not among the report's lengths 257, 4097"):
+        parse_report(data)
+
+
 def _invariant_but_the_sweep_differs() -> dict:
     data = load(H200 / "h3_prior_art.gate_residual.json")
     mode = next(m for m in data["results"].values() if "unavailable" not in m)
