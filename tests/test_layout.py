@@ -147,3 +147,24 @@ def test_the_names_offered_before_torch_are_the_registries():
 
     assert OP_NAMES == tuple(OPS)
     assert set(LAYOUT_NAMES) == {layout for _, layout in LAYOUTS}
+
+
+def test_every_test_the_readme_names_exists():
+    """The README's tables cite tests as evidence (``tests/x.py::test_y`` or a bare ``test_y``): a
+    renamed or removed test must not leave a citation of nothing."""
+    import re
+
+    readme = (REPO / "README.md").read_text()
+    defined = {
+        node.name
+        for path in (REPO / "tests").rglob("test_*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+    }
+    cited = set(re.findall(r"\btest_[a-z0-9_]*[a-z0-9](?![\w.*])", readme))  # not a file, not a prefix
+    assert cited, "the README cites no test"
+    assert sorted(cited - defined) == []
+    for prefix in re.findall(r"\b(test_[a-z0-9_]+)\*", readme):  # test_d6_*: some test of that prefix
+        assert any(name.startswith(prefix) for name in defined), prefix
+    for path, name in re.findall(r"(tests/[\w/]+\.py)::(test_\w+)", readme):
+        assert name in (REPO / path).read_text(), f"{path}::{name}"
