@@ -37,9 +37,10 @@ class BitwiseAudit:
         output and every gradient both provide, repeatably; return the report (a validated
         ``reports.kinds.Report``). Names are report names: ``diffusers[plain]`` for the GEMM ops'
         diffusers reference. A side that cannot run here skips the test, with the reason."""
+        from audit.core.names import is_count
         from reports.kinds import kind_of
 
-        bad = [c for c in cases if isinstance(c, bool) or not isinstance(c, int) or c < 1]
+        bad = [c for c in cases if not is_count(c)]
         if bad:
             pytest.fail(f"bitwise_audit: cases {bad}: a case is a count of rows, an int from 1", pytrace=False)
         if repeats < 1:

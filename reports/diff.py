@@ -226,6 +226,7 @@ def unmet(written: list[Report], requested: list[str]) -> list[str]:
         if not ran:
             problems.append(f"{where}: nothing was compared (no candidate ran)")
             continue
+        gaps = kind.incomplete(root)
         for wanted in requested:
             named = [n for n in kind.candidates(root) if _named(n, wanted)]
             if named and not any(_named(n, wanted) for n in ran):
@@ -233,7 +234,7 @@ def unmet(written: list[Report], requested: list[str]) -> list[str]:
                 continue
             problems += [
                 f"{where}: the requested candidate {wanted} did not run everywhere: {why}"
-                for name, why in kind.incomplete(root).items()
+                for name, why in gaps.items()
                 if _named(name, wanted)
             ]
     return problems

@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from audit.cli.app import err
 from audit.cli.options import Device
-from audit.core.names import OP_NAMES
+from audit.core.names import OP_NAMES, is_count
 from modes import MODES, Slot, get_mode
 
 if TYPE_CHECKING:
@@ -91,7 +91,8 @@ def selection(op: str, mode: Optional[list[str]], candidate: Optional[list[str]]
 
     ops = op_names(op)
     load_adapters()
-    slots = [*MODES, *(m for m in modes(mode, envs) if "@" in m)]
+    selected = modes(mode, envs)
+    slots = [*MODES, *(m for m in selected if "@" in m)]
     known = {c.name for o in ops for c in candidates_for(o)}
     known |= {c.report_name(s) for o in ops for c in candidates_for(o) for s in slots if c.runs_in(s)}
     check_names("candidate", candidate or [], sorted(known))
@@ -114,7 +115,6 @@ def selection(op: str, mode: Optional[list[str]], candidate: Optional[list[str]]
             )
         ]
 
-    selected = modes(mode, envs)
     for name in candidate or []:
         if not runs_in(name, selected):
             raise usage_error(
@@ -144,7 +144,7 @@ def cases(given: Optional[list[int]], what: str = "case") -> list[int] | None:
     """``--case``/``--length`` values once each, or None; each must be at least 1 and fit int64."""
     if not given:
         return None
-    bad = [c for c in given if not 1 <= c < 2**63]
+    bad = [c for c in given if not is_count(c)]
     if bad:
         raise usage_error(f"--{what} {bad[0]}: a {what} is a count of rows or tokens, from 1 to 2**63 - 1")
     return list(dict.fromkeys(given))

@@ -93,11 +93,16 @@ def bitwise_report(p: Plan, outcome: Outcome) -> dict:
     }
 
 
+def reference_failed(ref: str, why: str) -> dict:
+    """A comparison with reference ``ref`` in a case that ``ref`` failed, for ``why``."""
+    return {"unavailable": f"reference {ref} failed for this case: {why}"}
+
+
 def _lost_reference(outcome: Outcome, ref: str, case: int) -> dict:
     """The comparison with ``ref`` in a case that has none because ``ref`` has no result there (its
     process died in that case, or while drawing it): unavailable, with ``ref``'s own reason."""
     if (why := outcome.failed.get((ref, str(case)))) is not None:
-        return {"unavailable": f"reference {ref} failed for this case: {why}"}
+        return reference_failed(ref, why)
     return {"unavailable": f"reference {ref} has no result for case {case}"}
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from audit.core.events import Done, Failed
-from audit.parent.assemble import bitwise_report, prior_art_report
+from audit.parent.assemble import bitwise_report, prior_art_report, reference_failed
 from reports.bitwise import BitwiseReport
 from reports.kinds import kind_name
 from reports.prior_art import PriorArtReport
@@ -55,7 +55,7 @@ def _record_bitwise(p: Plan, outcome: Outcome, ev: Done | Failed) -> None:
         refs = [r for r in p.op.references if r != name]
         vs = {r: {"unavailable": ev.reason} for r in refs}
         if name in p.op.references:
-            lost = {"unavailable": f"reference {name} failed for this case: {ev.reason}"}
+            lost = reference_failed(name, ev.reason)
             for r in refs:
                 if (r, case) in outcome.done:
                     _add_comparisons(outcome, r, case, {name: lost})
