@@ -41,6 +41,7 @@ from .schema import (
     Timing,
     Unavailable,
     json_path,
+    listed,
     reference_of,
     without_none,
 )
@@ -143,22 +144,23 @@ class BitwiseReport(ReportBase):
     @model_validator(mode="after")
     def _cases_agree(self) -> "BitwiseReport":
         cases = [str(c) for c in self.cases]
-        for case in (c for c in self.inputs_sha256 or {} if c not in cases):
-            raise FieldError(("inputs_sha256", case), f"not among the report's cases {', '.join(cases)}")
+        known = set(cases)
+        for case in (c for c in self.inputs_sha256 or {} if c not in known):
+            raise FieldError(("inputs_sha256", case), f"not among the report's cases {listed(cases)}")
         for name, result in self.results.items():
             if isinstance(result, Unavailable):
                 continue
             for ref, found in result.comparisons().items():
-                missing, extra = [c for c in cases if c not in found], [c for c in found if c not in cases]
-                where, listed = ("results", name, f"vs {ref}"), ", ".join(cases)
+                missing, extra = [c for c in cases if c not in found], [c for c in found if c not in known]
+                where = ("results", name, f"vs {ref}")
                 if missing:
                     raise FieldError(
                         where,
-                        f"lacks case {', '.join(missing)} of the report's cases {listed}: a comparison holds every "
-                        "case, compared or unavailable",
+                        f"lacks case {listed(missing)} of the report's cases {listed(cases)}: a comparison holds "
+                        "every case, compared or unavailable",
                     )
                 if extra:
-                    raise FieldError(where, f"holds case {', '.join(extra)}, not among the report's cases {listed}")
+                    raise FieldError(where, f"holds case {listed(extra)}, not among the report's cases {listed(cases)}")
         return self
 
     @model_validator(mode="after")

@@ -28,7 +28,18 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from .changes import EnvChange, OpDiff, State, availability, compare_tensors, reason, state, worst
-from .schema import CaseComparison, CaseKey, Count, Cmp, Environment, FieldError, ReportBase, Strict, Unavailable
+from .schema import (
+    CaseComparison,
+    CaseKey,
+    Count,
+    Cmp,
+    Environment,
+    FieldError,
+    ReportBase,
+    Strict,
+    Unavailable,
+    listed,
+)
 from .tables import CPU_NOTE, Cell, Section, View, cmp_cell, verdict_section, visible
 from .verdict import Status, Verdict
 
@@ -96,17 +107,18 @@ class ParallelReport(ReportBase):
     @model_validator(mode="after")
     def _cases_agree(self) -> "ParallelReport":
         cases = [str(c) for c in self.cases]
+        known = set(cases)
         for name, c in self.results.items():
             if isinstance(c, Unavailable):
                 continue
-            extra = [k for k in c.cases if k not in cases]
+            extra = [k for k in c.cases if k not in known]
             if extra:
-                raise FieldError(("results", name, "cases"), f"case {', '.join(extra)} is not among {', '.join(cases)}")
+                raise FieldError(("results", name, "cases"), f"case {listed(extra)} is not among {listed(cases)}")
             missing = [k for k in cases if k not in c.cases]
             if missing and c.failed is None:
                 raise FieldError(
                     ("results", name, "cases"),
-                    f"lacks case {', '.join(missing)} without saying why: a run that stopped says so in failed",
+                    f"lacks case {listed(missing)} without saying why: a run that stopped says so in failed",
                 )
         return self
 

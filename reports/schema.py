@@ -52,6 +52,12 @@ class FieldError(ValueError):
         self.loc = loc
 
 
+def listed(keys: list[str], most: int = 12) -> str:
+    """``keys`` joined by commas for a message, the first ``most`` of them and a count of the rest."""
+    shown = ", ".join(keys[:most])
+    return shown if len(keys) <= most else f"{shown} and {len(keys) - most:,} more"
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 

@@ -185,6 +185,18 @@ def test_a_comparison_that_does_not_hold_every_case_of_the_report_is_invalid(pla
     assert where == '$.results.diffusers["vs rl_kernel"]' and why == says
 
 
+def test_a_report_of_many_cases_names_a_few_missing_ones_and_counts_the_rest():
+    data = load(H200 / "h3_bitwise_reuse.gate_residual.json")
+    data["cases"] = list(range(1, 40_001))
+    with pytest.raises(ReportError) as found:
+        parse_report(data)
+    [(where, why)] = found.value.problems
+    assert where == '$.results.diffusers["vs rl_kernel"]'
+    first = "lacks case 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 and 39,984 more of the report's cases 1, 2, "
+    assert why.startswith(first)
+    assert len(why) < 300
+
+
 def test_inputs_of_a_case_the_report_does_not_hold_are_invalid():
     data = load(H200 / "h3_bitwise_reuse.gate_residual.json")
     data["inputs_sha256"]["5"] = "0" * 64
