@@ -427,15 +427,16 @@ def diff(old: BitwiseReport, new: BitwiseReport, found: OpDiff) -> None:
     of one comparison, a tensor of one case); per candidate, reference, case and tensor,
     availability and state changes; which side's repeatability is unknown; per candidate that
     runs on both sides, case and pass, a kernel change where both sides have fingerprints."""
+    old_cases, new_cases = set(old.cases), set(new.cases)
     found.appeared += [f"candidate {n}" for n in new.results if n not in old.results]
-    found.appeared += [f"case {c}" for c in new.cases if c not in old.cases]
+    found.appeared += [f"case {c}" for c in new.cases if c not in old_cases]
     for name, result in old.results.items():
         if name not in new.results:
             why = reason(result)
             found.lose(
                 f"candidate {name}", names=[name], old=f"unavailable: {why}" if why else _state_where(old, name=name)
             )
-    for case in (c for c in old.cases if c not in new.cases):
+    for case in (c for c in old.cases if c not in new_cases):
         found.lose(f"case {case}", names=[str(case)], old=_state_where(old, case=str(case)))
     for name in (n for n in new.results if n in old.results):
         o, n = old.results[name], new.results[name]
@@ -443,20 +444,20 @@ def diff(old: BitwiseReport, new: BitwiseReport, found: OpDiff) -> None:
         found.changes += kernel_changes(kernels_by_case(old, name), kernels_by_case(new, name), candidate=name)
     unknown = {"old": False, "new": False}
     running = [n for n in new.results if not isinstance(new.results[n], Unavailable)]
-    for name, ref, old_cases in pairs(old):
+    for name, ref, before in pairs(old):
         if name not in running or ref not in running:
             continue  # lost, or unavailable now: listed above
-        new_cases = _cases_of(new, name, ref)
-        if new_cases is None:
-            found.lose(f"{name} vs {ref}", names=[name, ref], old=_state_of(old_cases))
+        now = _cases_of(new, name, ref)
+        if now is None:
+            found.lose(f"{name} vs {ref}", names=[name, ref], old=_state_of(before))
             continue
-        for case, oc in old_cases.items():
+        for case, oc in before.items():
             where = f"{name} vs {ref}, case {case}"
-            if case not in new_cases:
-                if int(case) in new.cases:
+            if case not in now:
+                if int(case) in new_cases:
                     found.lose(where, names=[name, ref, case], old=_state_of({case: oc}))
                 continue
-            nc = new_cases[case]
+            nc = now[case]
             found.changes += availability(
                 reason(oc), reason(nc), now=_state_of({case: nc}), candidate=name, reference=ref, case=case
             )
