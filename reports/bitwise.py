@@ -410,16 +410,26 @@ def _state_of(cases: dict[str, CaseComparison | Unavailable]) -> str:
     return worst(state(t) for c in ran for t in c.by_tensor().values())
 
 
-def _state_where(report: BitwiseReport, *, name: str | None = None, case: str | None = None) -> State:
-    """Every comparison of one candidate (in either orientation) or of one case, together (``worst``)."""
+def _state_of_candidate(report: BitwiseReport, name: str) -> State:
+    """Every comparison of one candidate (in either orientation) together (``worst``)."""
     return worst(
         state(t)
         for a, b, cases in pairs(report)
-        if name in (None, a, b)
-        for k, c in cases.items()
-        if case in (None, k) and isinstance(c, CaseComparison)
+        if name in (a, b)
+        for c in cases.values()
+        if isinstance(c, CaseComparison)
         for t in c.by_tensor().values()
     )
+
+
+def _state_by_case(report: BitwiseReport) -> dict[str, State]:
+    """Every comparison of each case together (``worst``; ``equal`` where none ran), in one pass."""
+    found: dict[str, set[State]] = {str(c): set() for c in report.cases}
+    for _, _, cases in pairs(report):
+        for k, c in cases.items():
+            if isinstance(c, CaseComparison):
+                found.setdefault(k, set()).update(state(t) for t in c.by_tensor().values())
+    return {k: worst(states) for k, states in found.items()}
 
 
 def diff(old: BitwiseReport, new: BitwiseReport, found: OpDiff) -> None:
@@ -434,13 +444,15 @@ def diff(old: BitwiseReport, new: BitwiseReport, found: OpDiff) -> None:
         if name not in new.results:
             why = reason(result)
             found.lose(
-                f"candidate {name}", names=[name], old=f"unavailable: {why}" if why else _state_where(old, name=name)
+                f"candidate {name}", names=[name], old=f"unavailable: {why}" if why else _state_of_candidate(old, name)
             )
-    for case in (c for c in old.cases if c not in new_cases):
-        found.lose(f"case {case}", names=[str(case)], old=_state_where(old, case=str(case)))
+    gone = [c for c in old.cases if c not in new_cases]
+    by_case = _state_by_case(old) if gone else {}
+    for case in gone:
+        found.lose(f"case {case}", names=[str(case)], old=by_case[str(case)])
     for name in (n for n in new.results if n in old.results):
         o, n = old.results[name], new.results[name]
-        found.changes += availability(reason(o), reason(n), now=_state_where(new, name=name), candidate=name)
+        found.changes += availability(reason(o), reason(n), now=_state_of_candidate(new, name), candidate=name)
         found.changes += kernel_changes(kernels_by_case(old, name), kernels_by_case(new, name), candidate=name)
     unknown = {"old": False, "new": False}
     running = [n for n in new.results if not isinstance(new.results[n], Unavailable)]

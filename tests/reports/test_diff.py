@@ -216,6 +216,17 @@ def _without_case(data: dict, case: int) -> dict:
     return data
 
 
+def test_each_vanished_case_is_lost_with_its_own_old_state(tmp_path):
+    """Case 1 of the H200 report is equal everywhere, case 32768 differs non-repeatably somewhere."""
+    data = _without_case(_without_case(_h200("h3_bitwise_reuse.gate_residual.json"), 1), 32768)
+    status, doc, _ = _lost(str(H200 / "h3_bitwise_reuse.gate_residual.json"), str(_write(tmp_path, "n.json", data)))
+    assert status == 1
+    assert [(x["what"], x["old"]) for x in doc["lost"]] == [
+        ("case 1", "equal"),
+        ("case 32768", "differs, not repeatable"),
+    ]
+
+
 def _in_state(state: str, differ: int) -> dict:
     data = copy.deepcopy(load(H200 / "h3_bitwise_reuse.gate_residual.json"))
     if state == "absent":
