@@ -337,13 +337,8 @@ def _state(c: ParallelCandidate | Unavailable, cases: list[str] | None = None) -
     not run."""
     if isinstance(c, Unavailable):
         return f"unavailable: {c.unavailable}"
-    return worst(
-        state(t)
-        for key, case in c.cases.items()
-        if cases is None or key in cases
-        for how in case.reductions().values()
-        for t in how.by_tensor().values()
-    )
+    chosen = c.cases.values() if cases is None else (c.cases[k] for k in cases if k in c.cases)
+    return worst(state(t) for case in chosen for how in case.reductions().values() for t in how.by_tensor().values())
 
 
 def diff(old: ParallelReport, new: ParallelReport, found: OpDiff) -> None:
