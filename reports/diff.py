@@ -100,9 +100,9 @@ class Diff(BaseModel):
             "noise": "noise",
             "kernel change": "kernel changes",
         }
-        parts = [f"{self.count(k)} {plural[k] if self.count(k) != 1 else k}" for k in plural]
+        parts = [f"{self.count(k):,} {plural[k] if self.count(k) != 1 else k}" for k in plural]
         allowed = sum(x.allowed for x in self.lost)
-        parts.append(f"{self.count('lost')} lost" + (f" ({allowed} allowed by --allow-missing)" if allowed else ""))
+        parts.append(f"{self.count('lost'):,} lost" + (f" ({allowed:,} allowed by --allow-missing)" if allowed else ""))
         return f"{', '.join(parts)} in {len(self.ops)} matched report{'s' if len(self.ops) != 1 else ''}"
 
 
