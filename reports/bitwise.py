@@ -295,7 +295,7 @@ def _decide(cases: dict[str, CaseComparison | Unavailable], backward: bool) -> t
                 noisy[tensor] = max(noisy.get(tensor, 0), c.repeat_differ or 0)
             elif not c.equal:
                 stable.setdefault(tensor, case)
-    gaps = f"; case {_join(c for c, _ in missing)} unavailable: {missing[0][1]}" if missing else ""
+    gaps = f"; case {listed([c for c, _ in missing])} unavailable: {missing[0][1]}" if missing else ""
     order = list(dict.fromkeys(t for _, cmp in ran for t in cmp.by_tensor()))
     firsts = _join(f"{t} from case {stable[t]}" for t in order if t in stable)
     if any(t.startswith("out") for t in stable):
@@ -309,7 +309,7 @@ def _decide(cases: dict[str, CaseComparison | Unavailable], backward: bool) -> t
         return "nondeterministic", detail + (f"; stable differences: {firsts}" if stable else "") + gaps
     if stable:
         return "forward only", f"output equal in every case; {firsts}{gaps}"
-    equal = f"{_join(order)} bitwise equal in cases {_join(c for c, _ in ran)}"
+    equal = f"{_join(order)} bitwise equal in cases {listed([c for c, _ in ran])}"
     if missing:
         return "unavailable", f"{equal}{gaps}"
     equal += " (repeatability not checked)" if unchecked else ", repeatable"
@@ -341,7 +341,7 @@ def sections(report: BitwiseReport, view: View = View()) -> list[Section]:
         f"{report.op}: bitwise reuse",
         f"{env.gpu or 'CPU'} · torch {env.torch} · CUDA {env.cuda} · tf32 {env.tf32} · "
         f"rl_kernel {report.rl_kernel_commit[:12]}{' (dirty)' if report.tracked_tree_dirty is True else ''} · "
-        f"cases {', '.join(map(str, report.cases))}"
+        f"cases {listed([str(c) for c in report.cases])}"
         + (" · repeats under GPU contention" if report.contention else "")
         + (CPU_NOTE if env.gpu is None else ""),
     )

@@ -257,7 +257,7 @@ def sections(report: ParallelReport, view: View = View()) -> list[Section]:
     env = report.environment
     head = Section(
         f"{report.op}: {report.layout} over {report.ranks} ranks ({report.backend}) vs one process",
-        f"{env.gpu or 'CPU'} · torch {env.torch} · CUDA {env.cuda} · cases {', '.join(map(str, report.cases))}"
+        f"{env.gpu or 'CPU'} · torch {env.torch} · CUDA {env.cuda} · cases {listed([str(c) for c in report.cases])}"
         + (f" · {report.repeats} runs of each side" if report.repeats else "")
         + "".join(f" · {k}={v}" for k, v in report.nccl_environment.items())
         + (CPU_NOTE if env.gpu is None else ""),

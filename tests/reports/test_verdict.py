@@ -156,3 +156,16 @@ def test_an_engine_kernel_with_no_backward_is_forward_only_even_with_every_outpu
     # an op without gradients at all: equal outputs are reusable
     sinusoid = load_report(engines / "h3_bitwise_reuse.timestep_sinusoid.json").root
     assert {v.verdict for v in bitwise_verdicts(sinusoid) if v.reference} == {"reusable"}
+
+
+def test_a_verdict_over_many_cases_names_the_first_twelve_and_counts_the_rest():
+    """Case 1 of the gate_residual example is equal in every tensor, copied to 100 cases."""
+    data = load(_seed("h3_bitwise_reuse.gate_residual.json"))
+    one = data["results"]["diffusers"]["vs rl_kernel"]["1"]
+    data["cases"] = list(range(1, 101))
+    data["inputs_sha256"] = {}
+    data["results"]["diffusers"]["vs rl_kernel"] = {str(c): one for c in data["cases"]}
+    data["results"]["rl_kernel"]["vs diffusers"] = data["results"]["diffusers"]["vs rl_kernel"]
+    [v] = bitwise_verdicts(parse_report(data).root)
+    assert v.verdict == "reusable"
+    assert "bitwise equal in cases 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 and 88 more" in v.detail
