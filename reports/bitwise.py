@@ -40,6 +40,7 @@ from .schema import (
     Strict,
     Timing,
     Unavailable,
+    check_inputs_among,
     json_path,
     listed,
     reference_of,
@@ -145,8 +146,7 @@ class BitwiseReport(ReportBase):
     def _cases_agree(self) -> "BitwiseReport":
         cases = [str(c) for c in self.cases]
         known = set(cases)
-        for case in (c for c in self.inputs_sha256 or {} if c not in known):
-            raise FieldError(("inputs_sha256", case), f"not among the report's cases {listed(cases)}")
+        check_inputs_among(self.inputs_sha256, cases, "cases")
         for name, result in self.results.items():
             if isinstance(result, Unavailable):
                 continue
@@ -428,7 +428,7 @@ def _state_by_case(report: BitwiseReport) -> dict[str, State]:
     for _, _, cases in pairs(report):
         for k, c in cases.items():
             if isinstance(c, CaseComparison):
-                found.setdefault(k, set()).update(state(t) for t in c.by_tensor().values())
+                found[k].update(state(t) for t in c.by_tensor().values())  # k is a report case (_cases_agree)
     return {k: worst(states) for k, states in found.items()}
 
 

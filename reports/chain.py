@@ -16,7 +16,17 @@ from typing import Literal
 from pydantic import Field, model_serializer, model_validator
 
 from .changes import OpDiff, State, availability, compare_tensors, reason, state, worst
-from .schema import CaseKey, Cmp, Environment, FieldError, ReportBase, Strict, Unavailable, without_none
+from .schema import (
+    CaseKey,
+    Cmp,
+    Environment,
+    FieldError,
+    ReportBase,
+    Strict,
+    Unavailable,
+    check_inputs_among,
+    without_none,
+)
 from .sdpa import Sdpa
 from .tables import Cell, Section, View, cmp_cell, unavailable_cell, visible
 from .verdict import Status, Verdict
@@ -190,8 +200,7 @@ def check_lengths(lengths: list[int], inputs_sha256: dict[str, str], results: di
     """FieldError unless every mode of ``results`` that ran holds each of ``lengths`` once (run or
     unavailable) and ``inputs_sha256`` names only those lengths (a chain's or a trajectory's report)."""
     keys = [str(n) for n in lengths]
-    for extra in (n for n in inputs_sha256 if n not in keys):
-        raise FieldError(("inputs_sha256", extra), f"not among the report's lengths {', '.join(keys)}")
+    check_inputs_among(inputs_sha256, keys, "lengths")
     for mode, result in results.items():
         if not isinstance(result, Unavailable) and sorted(result.lengths) != sorted(keys):
             raise FieldError(

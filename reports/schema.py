@@ -58,6 +58,15 @@ def listed(keys: list[str], most: int = 12) -> str:
     return shown if len(keys) <= most else f"{shown} and {len(keys) - most:,} more"
 
 
+def check_inputs_among(inputs_sha256: dict[str, str] | None, keys: list[str], what: str) -> None:
+    """FieldError for the first key of ``inputs_sha256`` that is not among ``keys``, the report's
+    ``what`` (its cases, or a chain's or trajectory's lengths): inputs recorded for a problem the
+    report does not hold."""
+    known = set(keys)
+    for key in (k for k in inputs_sha256 or {} if k not in known):
+        raise FieldError(("inputs_sha256", key), f"not among the report's {what} {listed(keys)}")
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
