@@ -1,6 +1,7 @@
 """The split dx kernel (norm_modulate_bwd_dx) in RLK_DX_MODE 0 (HEAD's) to 5 (the attempt): dx bitwise
 against mode 0 at several shapes, then graphed times (20 replays, median of 15) at H = 5376 beside
 torch.add over the same bytes."""
+
 import os
 import sys
 from pathlib import Path
