@@ -116,7 +116,8 @@ def _read(path: Path, max_mb: float) -> bytes:
     try:
         return _read_bounded(path, max_mb)
     except FileNotFoundError:
-        raise ReportError(path, [("$", "no such file")]) from None
+        what = "a symbolic link to nothing" if path.is_symlink() else "no such file"
+        raise ReportError(path, [("$", what)]) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise ReportError(path, [("$", "a loop of symbolic links")]) from None

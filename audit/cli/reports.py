@@ -4,6 +4,7 @@ through ``reports.io`` and import no torch."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -253,9 +254,13 @@ def validate(
     files: Annotated[list[Path], typer.Argument(help="Report files to check against the schema.")],
     max_size: MaxSizeOpt = MAX_REPORT_MB,
 ) -> None:
-    """Exit 0 when every file is a valid report; otherwise exit 1 naming each offending field by its JSON path."""
+    """Exit 0 when every file is a valid report; otherwise exit 1 naming each offending field by its
+    JSON path. A path that names nothing is a usage error: exit 2 before any file is read."""
     from reports.io import ReportError, load_report
 
+    missing = [str(path) for path in files if not os.path.lexists(path)]
+    if missing:
+        raise checks.usage_error(f"no such file: {', '.join(missing)}")
     bad = False
     for path in files:
         try:

@@ -73,6 +73,22 @@ def test_validate_rejects_non_json(tmp_path):
     assert r.exit_code == 1 and "not JSON" in r.output
 
 
+def test_validate_refuses_a_path_that_names_nothing_before_reading_any_file(tmp_path):
+    r = invoke("validate", str(SEEDS[0]), str(tmp_path / "gone.json"), str(tmp_path / "also.json"))
+    assert r.exit_code == 2
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert lines == [f"error: no such file: {tmp_path / 'gone.json'}, {tmp_path / 'also.json'}"], r.stderr
+    assert "valid" not in r.stdout  # SEEDS[0] was not read
+
+
+def test_validate_names_a_symbolic_link_to_nothing_as_an_invalid_file(tmp_path):
+    link = tmp_path / "link.json"
+    link.symlink_to(tmp_path / "gone.json")
+    r = invoke("validate", str(SEEDS[0]), str(link))
+    assert r.exit_code == 1
+    assert f"{link}: $: a symbolic link to nothing" in r.stderr and "valid" in r.stdout
+
+
 @pytest.mark.parametrize("fmt", ["table", "markdown", "json"])
 @pytest.mark.parametrize("path", SEEDS, ids=lambda p: p.name)
 def test_show_renders_every_example(path, fmt):
