@@ -25,9 +25,9 @@ ab() {  # setting, S
   else env PYTHONSAFEPATH=1 RLK_DX_NA=${1:1:1} RLK_PART_NA=${1:2:1} RLK_FWD_NA=${1:3:1} \
          timeout 40 python3 docs/evidence/h200/rows_fold/fwd_ab.py $1 $2; fi 2>&1 | grep graphed >> $L/fwd_ab.txt
 }
-ALL="head k000 k100 k010 k001 k011 k111"
+ALL="head k000 k100 k010 k110 k001 k111"
 for v in $ALL; do ab $v 4097; done; keep "S=4097"
-for v in k000 k100 k010 k001 k011 k111; do
+for v in k000 k100 k010 k110 k001 k111; do
   env PYTHONSAFEPATH=1 RLK_DX_NA=${v:1:1} RLK_PART_NA=${v:2:1} RLK_FWD_NA=${v:3:1} timeout 40 python3 $D/grads_bits.py $v
 done > $L/grads_bits.txt 2>&1; env $H timeout 40 python3 $D/grads_bits.py head >> $L/grads_bits.txt 2>&1
 cat $L/grads_bits.txt; keep bits
