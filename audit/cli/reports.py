@@ -257,10 +257,11 @@ def validate(
     """Exit 0 when every file is a valid report; otherwise exit 1 naming each offending field by its
     JSON path. A path that names nothing is a usage error: exit 2 before any file is read."""
     from reports.io import ReportError, load_report
+    from reports.schema import listed
 
     missing = [str(path) for path in files if not os.path.lexists(path)]
     if missing:
-        raise checks.usage_error(f"no such file: {', '.join(missing)}")
+        raise checks.usage_error(f"no such file: {listed(missing)}")
     bad = False
     for path in files:
         try:
