@@ -14,7 +14,8 @@ el() { echo $(( $(date +%s) - T0 )); }
 keep() { echo "$1 at $(el) s"; tar czf $OUT/logs.tgz -C $OUT logs; }
 nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader | tee $L/machine.txt
 mkdir -p /tmp/head && cp -r rl_kernel_ops /tmp/head/ || exit 3
-git apply $D/dx_recompute.diff && git apply $D/next_knobs_attempt.diff || exit 3
+apply() { git apply "$1" 2>/dev/null || patch -s -p1 < "$1"; }
+apply $D/dx_recompute.diff && apply $D/next_knobs_attempt.diff || { echo "a diff does not apply"; exit 3; }
 build='from rl_kernel_ops import _build; _build.load_extension()'
 H="PYTHONSAFEPATH=1 PYTHONPATH=/tmp/head:$PYTHONPATH RL_KERNEL_OPS_BUILD_DIR=/tmp/rlk_head"
 ( env $H MAX_JOBS=8 python3 -c "$build" > $L/build_head.log 2>&1 ) &
