@@ -42,7 +42,9 @@ class BitwiseAudit:
 
         bad = [c for c in cases if not is_count(c)]
         if bad:
-            pytest.fail(f"bitwise_audit: cases {bad}: a case is a count of rows, an int from 1", pytrace=False)
+            pytest.fail(
+                f"bitwise_audit: cases {bad}: a case is a count of rows, an int from 1 to 2**63 - 1", pytrace=False
+            )
         if repeats < 1:
             pytest.fail(f"bitwise_audit: repeats={repeats}: each side computes at least once", pytrace=False)
         cases = list(dict.fromkeys(cases))

@@ -16,14 +16,13 @@ CHAIN_OP = "conditioning_chain"  # the op of an h3_conditioning_chain_replay rep
 TRAJECTORY_OP = "denoising_trajectory"  # the op of an h3_denoising_trajectory report: the whole loop
 LAYOUT_NAMES = ("tp_column", "tp_row", "sp_rows")
 
+UNEVEN_RULE = (  # which splits may be uneven (``audit.core.layouts.split_problem``)
+    "uneven shards only along the rows of a row op (sp_rows: torch.tensor_split's shares, the first ranks one row "
+    "more); feature splits and a GEMM op's rows need equal shards"
+)
+
 
 def is_count(value: object) -> bool:
     """Whether ``value`` is a count of rows or tokens (a case, a length): an int (not a bool) from 1
     to 2**63 - 1, what an int64 size holds."""
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value < 2**63
-
-
-UNEVEN_RULE = (  # which splits may be uneven (``audit.core.layouts.split_problem``)
-    "uneven shards only along the rows of a row op (sp_rows: torch.tensor_split's shares, the first ranks one row "
-    "more); feature splits and a GEMM op's rows need equal shards"
-)
