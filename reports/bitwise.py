@@ -28,7 +28,17 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
-from .changes import OpDiff, State, availability, compare_tensors, kernel_changes, reason, state, worst
+from .changes import (
+    OpDiff,
+    State,
+    availability,
+    compare_tensors,
+    kernel_changes,
+    kernel_labels,
+    reason,
+    state,
+    worst,
+)
 from .schema import (
     CaseComparison,
     CaseKey,
@@ -370,11 +380,13 @@ def sections(report: BitwiseReport, view: View = View()) -> list[Section]:
 
 def kernel_sections(report: BitwiseReport, view: View) -> list[Section]:
     """Per candidate ``view`` keeps, a case x phase table of the kernels that ran, each as
-    ``launches× name``; a note instead when the report has no fingerprints."""
+    ``launches× label`` (``kernel_labels`` of the report's kernel names); a note instead when the
+    report has no fingerprints."""
     found = {name: kernels_by_case(report, name) for name in report.results if view.keeps(name)}
     if not any(found.values()):
         return [Section("kernels", "this report has no kernel fingerprints")]
     what = "CUDA kernels launched" if report.environment.gpu else "CPU operators recorded by the profiler"
+    label = kernel_labels(report.kernel_names or [])
     out = []
     for name, cases in found.items():
         if not cases:
@@ -385,7 +397,7 @@ def kernel_sections(report: BitwiseReport, view: View) -> list[Section]:
                 section.rows.append([Cell(case), unavailable_cell(f)])
             else:
                 section.rows.append(
-                    [Cell(case), *(Cell("\n".join(f"{n}× {k}" for k, n in f[p].items()) or "—") for p in PHASES)]
+                    [Cell(case), *(Cell("\n".join(f"{n}× {label[k]}" for k, n in f[p].items()) or "—") for p in PHASES)]
                 )
         out.append(section)
     return out

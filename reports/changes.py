@@ -258,20 +258,48 @@ def compare_tensors(
 Launches = dict[str, dict[str, int]]  # pass ("forward", "backward") -> kernel name -> launches
 
 
+def kernel_labels(names: Iterable[str]) -> dict[str, str]:
+    """Each kernel name as it reads in a table or a log line: without a leading ``void``, its
+    parameter list (the balanced ``(...)`` that ends a demangled name with no space before it, so
+    ``Memcpy DtoD (Device -> Device)`` stays whole) and ``(anonymous namespace)::``. Names whose
+    labels would coincide keep their full text, so two kernels never read as one."""
+    names = list(dict.fromkeys(names))
+    labels = {name: _kernel_label(name) for name in names}
+    seen: dict[str, int] = {}
+    for label in labels.values():
+        seen[label] = seen.get(label, 0) + 1
+    return {name: label if seen[label] == 1 else name for name, label in labels.items()}
+
+
+def _kernel_label(name: str) -> str:
+    label = name.removeprefix("void ")
+    if label.endswith(")"):
+        depth = 0
+        for i in range(len(label) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(label[i], 0)
+            if depth == 0:
+                if i > 0 and label[i - 1] != " ":
+                    label = label[:i]
+                break
+    return label.replace("(anonymous namespace)::", "") or name
+
+
 def kernel_changes(old: dict[str, Launches | str], new: dict[str, Launches | str], *, candidate: str) -> list[Change]:
     """Per case both sides fingerprinted (a string says why one has no fingerprint) and per pass,
     a ``kernel change`` when the kernels or their launch counts differ: ``old`` and ``new`` list,
-    as ``launches× name``, the kernels whose launches differ, on each side."""
+    as ``launches× label`` (``kernel_labels`` of the pass's kernels), the kernels whose launches
+    differ, on each side."""
     found = []
     for case in (c for c in new if c in old):
         a, b = old[case], new[case]
         if isinstance(a, str) or isinstance(b, str):
             continue
         for phase in (p for p in b if p in a and a[p] != b[p]):
-            moved = [k for k in dict.fromkeys([*a[phase], *b[phase]]) if a[phase].get(k) != b[phase].get(k)]
+            label = kernel_labels([*a[phase], *b[phase]])
+            moved = [k for k in label if a[phase].get(k) != b[phase].get(k)]
 
             def launches(side: dict[str, int]) -> str:
-                return ", ".join(f"{side[k]}× {k}" for k in moved if k in side) or "none"
+                return ", ".join(f"{side[k]}× {label[k]}" for k in moved if k in side) or "none"
 
             found.append(
                 Change(

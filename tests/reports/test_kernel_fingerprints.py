@@ -1,4 +1,5 @@
-"""The report's kernel fingerprints: the compact form, its validation and ``audit show --kernels``."""
+"""The report's kernel fingerprints: the compact form, its validation, ``audit show --kernels`` and
+the labels kernels are shown by."""
 
 import copy
 
@@ -6,6 +7,7 @@ import pytest
 
 from tests.helpers import SEEDS, load
 from reports.bitwise import compact_kernels, kernels_by_case
+from reports.changes import kernel_changes, kernel_labels
 from reports.io import ReportError, parse_report
 from reports.render import View, sections
 
@@ -71,3 +73,38 @@ def test_show_kernels_draws_each_candidates_phases_or_says_there_are_none():
     assert "kernels" not in _text(sections(report, View())).replace("rl_kernel", "")
     bare = parse_report(load(GATE), "r.json")
     assert "this report has no kernel fingerprints" in _text(sections(bare, View(kernels=True)))
+
+
+FWD = "void rlk::(anonymous namespace)::norm_modulate_fwd_kernel<12, true>(unsigned short const*, long, float)"
+SORT = (
+    "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<at::native::Functor>"
+    "(at::TensorIteratorBase&, at::native::Functor const&)::{lambda(int)#1}>(int, at::native::Functor)"
+)
+
+
+def test_kernel_labels_drop_the_parameter_list_void_and_anonymous_namespaces_only():
+    assert kernel_labels([FWD, SORT, "Memcpy DtoD (Device -> Device)", "aten::add"]) == {
+        FWD: "rlk::norm_modulate_fwd_kernel<12, true>",
+        SORT: "at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<at::native::Functor>"
+        "(at::TensorIteratorBase&, at::native::Functor const&)::{lambda(int)#1}>",
+        "Memcpy DtoD (Device -> Device)": "Memcpy DtoD (Device -> Device)",
+        "aten::add": "aten::add",
+    }
+
+
+def test_kernels_whose_labels_coincide_keep_their_full_names():
+    one, other = "void k<1>(int)", "void k<1>(float)"
+    assert kernel_labels([one, other, "void j(int)"]) == {one: one, other: other, "void j(int)": "j"}
+
+
+def test_kernel_changes_and_show_kernels_print_labels():
+    old = {"257": {"forward": {FWD: 1}, "backward": {}}}
+    new = {"257": {"forward": {FWD: 2}, "backward": {}}}
+    (change,) = kernel_changes(old, new, candidate="rl_kernel")
+    assert (change.old, change.new) == (
+        "1× rlk::norm_modulate_fwd_kernel<12, true>",
+        "2× rlk::norm_modulate_fwd_kernel<12, true>",
+    )
+    report = parse_report(_with_prints(load(GATE), {"rl_kernel": new}), "r.json")
+    shown = _text(sections(report, View(kernels=True)))
+    assert "2× rlk::norm_modulate_fwd_kernel<12, true>" in shown and "unsigned short" not in shown
