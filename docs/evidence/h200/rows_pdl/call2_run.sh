@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# Call 2 as run (one command line on the machine of call 1, still warm, /tmp/head and its build
+# kept): the tree of call 1 with all knobs off (rows_dx_regs/dx_recompute.diff's code, plus
+# pdl_attempt.diff's trigger in the forward) against HEAD, bench_row_ops --rows 4097 each.
+export PYTHONPATH=$PWD; D=docs/evidence/h200/rows_dx_regs; git apply $D/dx_recompute.diff && git apply $D/next_knobs_attempt.diff && git apply docs/evidence/h200/rows_pdl/pdl_attempt.diff; mkdir -p $OUT; (PYTHONSAFEPATH=1 MAX_JOBS=16 python3 -c 'from rl_kernel_ops import _build; _build.load_extension()' > $OUT/build.log 2>&1); echo built $SECONDS; timeout 80 python3 benchmarks/bench_row_ops.py --rows 4097 --out $OUT/k0000.json > $OUT/k0000.txt 2>&1; echo k0000 $SECONDS; PYTHONPATH=/tmp/head:$PWD RL_KERNEL_OPS_BUILD_DIR=/tmp/rlk_head timeout 80 python3 benchmarks/bench_row_ops.py --rows 4097 --out $OUT/head.json > $OUT/head.txt 2>&1; echo head $SECONDS; grep -E "norm_modulate|copy" $OUT/k0000.txt $OUT/head.txt | cut -c1-160
