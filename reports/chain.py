@@ -11,7 +11,7 @@ stably, but some comparison is not repeatable) or ``unavailable``.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Protocol
 
 from pydantic import Field, model_serializer, model_validator
 
@@ -209,7 +209,15 @@ def check_lengths(lengths: list[int], inputs_sha256: dict[str, str], results: di
             )
 
 
-def candidates(report: ChainReport) -> list[str]:
+class Staged(Protocol):
+    """What ``candidates`` and ``incomplete`` read: a chain report, or a trajectory report (whose
+    results are loops by mode, as a chain's are replays)."""
+
+    candidates: dict[str, str]
+    results: dict
+
+
+def candidates(report: Staged) -> list[str]:
     """The candidate asked for at each stage, each once."""
     return list(dict.fromkeys(report.candidates.values()))
 
@@ -225,8 +233,9 @@ def ran(report: ChainReport) -> set[str]:
     }
 
 
-def incomplete(report: ChainReport) -> dict[str, str]:
-    """Every stage candidate, when a mode replayed some lengths but not another (``lengths_missed``)."""
+def incomplete(report: Staged) -> dict[str, str]:
+    """Every stage candidate, when a mode replayed (a trajectory: ran the loops of) some lengths but
+    not another (``lengths_missed``)."""
     return dict.fromkeys(candidates(report), why) if (why := lengths_missed(report.results)) else {}
 
 

@@ -15,7 +15,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from .changes import OpDiff, State, availability, compare_tensors, reason, state, worst
-from .chain import ChainBlock, ChainCandidate, check_lengths, drifts, lengths_missed, settled_equal
+from .chain import ChainBlock, ChainCandidate, check_lengths, drifts, settled_equal
+from .chain import candidates as candidates, incomplete as incomplete  # this kind's hooks are a chain's
 from .chain import settings as chain_settings
 from .schema import CaseKey, Cmp, Environment, FiniteFloat, ReportBase, Strict, Unavailable
 from .sdpa import Sdpa
@@ -120,11 +121,6 @@ def problem(report: TrajectoryReport) -> dict[str, object]:
     )
 
 
-def candidates(report: TrajectoryReport) -> list[str]:
-    """The candidate asked for at each stage, each once."""
-    return list(dict.fromkeys(report.candidates.values()))
-
-
 def ran(report: TrajectoryReport) -> set[str]:
     """The candidates that served a stage in some loop (``provider`` where diffusers' own did)."""
     return {
@@ -134,12 +130,6 @@ def ran(report: TrajectoryReport) -> set[str]:
         for c in t.stages.values()
         if isinstance(c, ChainCandidate)
     }
-
-
-def incomplete(report: TrajectoryReport) -> dict[str, str]:
-    """Every stage candidate, when a mode ran the loops of some lengths but not another
-    (``reports.chain.lengths_missed``)."""
-    return dict.fromkeys(candidates(report), why) if (why := lengths_missed(report.results)) else {}
 
 
 def _verdict(mode: str, length: str, t: Trajectory) -> Verdict:
