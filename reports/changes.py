@@ -24,6 +24,7 @@ a change between unknown and not repeatable is noise: nothing tells it from nond
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable
 from typing import Literal, get_args
 
@@ -263,11 +264,8 @@ def kernel_labels(names: Iterable[str]) -> dict[str, str]:
     parameter list (the balanced ``(...)`` that ends a demangled name with no space before it, so
     ``Memcpy DtoD (Device -> Device)`` stays whole) and ``(anonymous namespace)::``. Names whose
     labels would coincide keep their full text, so two kernels never read as one."""
-    names = list(dict.fromkeys(names))
     labels = {name: _kernel_label(name) for name in names}
-    seen: dict[str, int] = {}
-    for label in labels.values():
-        seen[label] = seen.get(label, 0) + 1
+    seen = Counter(labels.values())
     return {name: label if seen[label] == 1 else name for name, label in labels.items()}
 
 
