@@ -158,9 +158,13 @@ __device__ __forceinline__ void modulated_grad8(uint4 g, const uint4* w8, const 
 // dx of one row by a block of kRowThreads threads. NV = most 8-element (16-byte) vectors one
 // thread keeps in registers (H <= NV * 128 * 8). The sum uses the same tree as the statistic but
 // over 8-element vectors (thread t takes vectors t, t + 128, ...); reference_rows.replay_row_sum(...,
-// vec=8) replays it. `table_row` is the row's idx; `red` 4 floats of shared memory; `a_s` H floats
-// of shared memory, where each thread keeps the a of its own vectors between the two passes.
-template <int NV>
+// vec=8) replays it. `table_row` is the row's idx; `red` 4 floats of shared memory. Between the two
+// passes each thread needs the a of its own vectors: with KeepA it keeps them in `a_s` (H floats of
+// shared memory); without, it computes them again from the g it holds in registers and w and the
+// scale row read again (the same FP32 operations on the same values, so the same a). Both forms
+// give the same bits; the second is faster where its launch has no shared memory to reserve for
+// other blocks (docs/evidence/h200/rows_dx_regs/).
+template <int NV, bool KeepA>
 __device__ __forceinline__ void dx_row(const uint16_t* __restrict__ grad, const uint16_t* __restrict__ x,
                                        const float* __restrict__ rstd, const uint16_t* __restrict__ w,
                                        const uint16_t* __restrict__ scale, int64_t table_row, int64_t row,
@@ -192,8 +196,10 @@ __device__ __forceinline__ void dx_row(const uint16_t* __restrict__ grad, const 
       unpack8(xv[k], xf);
 #pragma unroll
       for (int e = 0; e < 8; ++e) acc = __fadd_rn(acc, __fmul_rn(a[e], xf[e]));
-      a_lo[i] = make_float4(a[0], a[1], a[2], a[3]);
-      a_hi[i] = make_float4(a[4], a[5], a[6], a[7]);
+      if constexpr (KeepA) {
+        a_lo[i] = make_float4(a[0], a[1], a[2], a[3]);
+        a_hi[i] = make_float4(a[4], a[5], a[6], a[7]);
+      }
     }
   }
   const float s = block_sum_torch_order(acc, red);
@@ -203,9 +209,13 @@ __device__ __forceinline__ void dx_row(const uint16_t* __restrict__ grad, const 
   for (int k = 0; k < NV; ++k) {
     const int i = threadIdx.x + k * kRowThreads;
     if (i < nvec) {
-      const float4 lo = a_lo[i], hi = a_hi[i];
-      const float a[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-      float xf[8], d[8];
+      float a[8], xf[8], d[8];
+      if constexpr (KeepA) {
+        const float4 lo = a_lo[i], hi = a_hi[i];
+        a[0] = lo.x, a[1] = lo.y, a[2] = lo.z, a[3] = lo.w, a[4] = hi.x, a[5] = hi.y, a[6] = hi.z, a[7] = hi.w;
+      } else {
+        modulated_grad8(gv[k], wv + i, sc + i, a);
+      }
       unpack8(xv[k], xf);
 #pragma unroll
       for (int e = 0; e < 8; ++e) d[e] = __fsub_rn(__fmul_rn(r, a[e]), __fmul_rn(xf[e], c));
@@ -215,14 +225,13 @@ __device__ __forceinline__ void dx_row(const uint16_t* __restrict__ grad, const 
 }
 
 template <int NV>
-__global__ void __launch_bounds__(kRowThreads)
+__global__ void __launch_bounds__(kRowThreads, NV <= 6 ? 6 : 1)
     norm_modulate_bwd_dx_kernel(const uint16_t* __restrict__ grad, const uint16_t* __restrict__ x,
                                 const float* __restrict__ rstd, const uint16_t* __restrict__ w,
                                 const uint16_t* __restrict__ scale, const int64_t* __restrict__ idx,
                                 int64_t cols, uint16_t* __restrict__ dx) {
   __shared__ float red[4];
-  extern __shared__ float4 a_s[];
-  dx_row<NV>(grad, x, rstd, w, scale, idx[blockIdx.x], blockIdx.x, cols, dx, red, a_s);
+  dx_row<NV, false>(grad, x, rstd, w, scale, idx[blockIdx.x], blockIdx.x, cols, dx, red, nullptr);
 }
 
 // One row's terms added, in order, to the three partial sums of one 8-column vector; wf and p
@@ -357,10 +366,11 @@ __global__ void __launch_bounds__(kColThreads)
 // one row each (dx_row). The dx blocks take the rows by position within the tile first (block b:
 // row b / tiles of tile b % tiles), the order in which the partial blocks walk their tiles, so a
 // row's two reads come close together. With `ring`, the partial blocks stream their rows through
-// tile_partials8's shared-memory ring (the dx blocks' a_s; the launch reserves the larger of the
-// two), which shortens their chains of row loads where few of them share the device with the dx
-// blocks (overlap_ring). Each output has the bits of the split kernels: the same per-thread code.
-template <int NV>
+// tile_partials8's shared-memory ring, which shortens their chains of row loads where few of them
+// share the device with the dx blocks (overlap_ring); the dx blocks then keep a in that memory
+// (KeepA: the launch reserves the larger of the two), else they reserve none. Each output has the
+// bits of the split kernels: the same per-thread code.
+template <int NV, bool KeepA>
 __global__ void __launch_bounds__(kRowThreads, NV <= 6 ? 6 : 1)
     norm_modulate_bwd_overlap_kernel(const uint16_t* __restrict__ grad, const uint16_t* __restrict__ x,
                                      const float* __restrict__ rstd, const uint16_t* __restrict__ w,
@@ -371,7 +381,7 @@ __global__ void __launch_bounds__(kRowThreads, NV <= 6 ? 6 : 1)
   __shared__ int64_t rows_s[kMaxTileRows];
   __shared__ float rstd_s[kMaxTileRows];
   __shared__ float red[4];
-  extern __shared__ float4 a_s[];  // a dx block's a, or a partial block's ring
+  extern __shared__ float4 a_s[];  // a partial block's ring, or with KeepA a dx block's a
   const int64_t tile_blocks = tiles * col_blocks;
   TileRange tr;
   if (blockIdx.x < tile_blocks) {
@@ -393,7 +403,7 @@ __global__ void __launch_bounds__(kRowThreads, NV <= 6 ? 6 : 1)
   if (!tile_range(static_cast<int>(b % tiles), seg_start, tile_start, segments, tile_rows, tr)) return;
   const int j = static_cast<int>(b / tiles);
   if (tr.begin + j >= tr.end) return;
-  dx_row<NV>(grad, x, rstd, w, scale, tr.segment, perm[tr.begin + j], cols, dx, red, a_s);
+  dx_row<NV, KeepA>(grad, x, rstd, w, scale, tr.segment, perm[tr.begin + j], cols, dx, red, a_s);
 }
 
 // ---- fused backward ----------------------------------------------------------------------------
@@ -596,9 +606,7 @@ template <int NV>
 struct DxLaunch {
   static void run(int64_t rows, const at::Tensor& grad, const at::Tensor& x, const at::Tensor& rstd,
                   const at::Tensor& w, const at::Tensor& scale, const at::Tensor& idx, at::Tensor& dx) {
-    const int smem = static_cast<int>(x.size(1)) * 4;
-    reserve_dynamic_smem<norm_modulate_bwd_dx_kernel<NV>>(smem, "norm_modulate backward");
-    norm_modulate_bwd_dx_kernel<NV><<<static_cast<unsigned>(rows), kRowThreads, smem,
+    norm_modulate_bwd_dx_kernel<NV><<<static_cast<unsigned>(rows), kRowThreads, 0,
                                       c10::cuda::getCurrentCUDAStream()>>>(
         reinterpret_cast<const uint16_t*>(grad.data_ptr()), reinterpret_cast<const uint16_t*>(x.data_ptr()),
         rstd.data_ptr<float>(), reinterpret_cast<const uint16_t*>(w.data_ptr()),
@@ -620,10 +628,11 @@ struct OverlapLaunch {
     const int64_t cols = x.size(1);
     const int col_blocks = overlap_col_blocks(cols);
     const int64_t blocks = tiles * col_blocks + tiles * tile_rows;
-    const int smem = std::max(static_cast<int>(cols) * 4, ring ? ring_bytes(kRowThreads) : 0);
-    reserve_dynamic_smem<norm_modulate_bwd_overlap_kernel<NV>>(smem, "norm_modulate backward");
-    norm_modulate_bwd_overlap_kernel<NV><<<static_cast<unsigned>(blocks), kRowThreads, smem,
-                                           c10::cuda::getCurrentCUDAStream()>>>(
+    // With the ring the dx blocks keep a in the shared memory the launch reserves anyway.
+    const auto kernel = ring ? norm_modulate_bwd_overlap_kernel<NV, true> : norm_modulate_bwd_overlap_kernel<NV, false>;
+    const int smem = ring ? std::max(static_cast<int>(cols) * 4, ring_bytes(kRowThreads)) : 0;
+    if (ring) reserve_dynamic_smem<norm_modulate_bwd_overlap_kernel<NV, true>>(smem, "norm_modulate backward");
+    kernel<<<static_cast<unsigned>(blocks), kRowThreads, smem, c10::cuda::getCurrentCUDAStream()>>>(
         reinterpret_cast<const uint16_t*>(grad.data_ptr()), reinterpret_cast<const uint16_t*>(x.data_ptr()),
         rstd.data_ptr<float>(), reinterpret_cast<const uint16_t*>(w.data_ptr()),
         reinterpret_cast<const uint16_t*>(scale.data_ptr()), perm.data_ptr<int64_t>(), seg_start.data_ptr<int>(),

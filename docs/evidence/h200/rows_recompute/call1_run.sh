@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Prepared 2026-12-05 (eighth session), not run: the decisive call for ../rows_dx_regs/dx_recompute.diff,
-# about 8 minutes of command, no carry: `bash docs/evidence/h200/rows_pdl/next_run.sh`. HEAD's
+# Written in the eighth session as rows_pdl/next_run.sh; ran 2026-12-05 (ninth session) on an H100
+# from the tree of 26f7e42 as `bash docs/evidence/h200/rows_pdl/next_run.sh` (348 s, no carry): the
+# decisive call for ../rows_dx_regs/dx_recompute.diff. HEAD's
 # rl_kernel_ops is copied to /tmp/head, then the diff is applied to the tree. The 132-tensor bits
 # of both builds compared, bench_row_ops --rows 4097 tree / HEAD / tree (each process measures its
 # own copy bandwidth), graphed fwd+bwd at S = 3000 for both, then the row tests of tests/cuda on
