@@ -3,18 +3,23 @@
 Every ``csrc/*.cu`` file is one translation unit of a single torch extension. Each file registers
 its own operators with ``TORCH_LIBRARY_FRAGMENT(rl_kernel_ops, m)``, so after ``load_extension()``
 they are reachable as ``torch.ops.rl_kernel_ops.<name>``. The build is cached in a directory keyed
-by torch version, CUDA version and GPU architecture; ninja recompiles only the sources that changed,
-so there is one build per source change. Nothing here runs at import or ``pip install`` time.
+by torch version, CUDA version and GPU architecture, beside a stamp: the sha256 of every file in
+``csrc`` and of the compile flags. The library loaded is always a build of the sources as they are:
+where the stamp differs, the directory's objects and library are removed and everything is compiled
+again, because ninja compares modification times, and a checkout or a copy of the tree can give a
+changed source an older time than the build. Nothing here runs at import or ``pip install`` time.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 from pathlib import Path
 
 CSRC = Path(__file__).resolve().parent / "csrc"
 EXTENSION_NAME = "rl_kernel_ops_cuda"
+STAMP_NAME = "sources.sha256"
 
 
 def _arch_flags(capability: tuple[int, int]) -> list[str]:
@@ -36,13 +41,40 @@ def build_directory(capability: tuple[int, int]) -> Path:
     return base / tag.replace("+", "_")
 
 
+def sources_digest(flags: list[str]) -> str:
+    """sha256 of every file in ``csrc`` (its name and its bytes, in name order) and of ``flags``:
+    equal digests mean the same sources compiled the same way, whatever the files' times."""
+    digest = hashlib.sha256()
+    for path in sorted(CSRC.iterdir()):
+        if path.is_file():
+            digest.update(f"{path.name}\0{path.stat().st_size}\0".encode())
+            digest.update(path.read_bytes())
+    digest.update("\0".join(flags).encode())
+    return digest.hexdigest()
+
+
+def holds_build_of(build_dir: Path, digest: str) -> bool:
+    """Whether ``build_dir`` holds the library of the sources whose digest is ``digest``. Where it
+    does not, the objects and library of another build are removed, so that the next build
+    compiles every source again."""
+    stamp = build_dir / STAMP_NAME
+    if (build_dir / f"{EXTENSION_NAME}.so").exists() and stamp.exists() and stamp.read_text() == digest:
+        return True
+    for path in (*build_dir.glob("*.o"), *build_dir.glob("*.so"), stamp):
+        path.unlink(missing_ok=True)
+    return False
+
+
 @functools.cache
 def load_extension() -> None:
-    """Build (first run only) and load the extension; afterwards torch.ops.rl_kernel_ops is populated.
+    """Build (where the sources changed since the last build) and load the extension; afterwards
+    torch.ops.rl_kernel_ops is populated.
 
     Raises RuntimeError when CUDA or nvcc is not available; the caller turns that into an
     "unavailable" reason.
     """
+    import fcntl
+
     import torch
     from torch.utils import cpp_extension
 
@@ -54,7 +86,6 @@ def load_extension() -> None:
     build_dir = build_directory(capability)
     build_dir.mkdir(parents=True, exist_ok=True)
     sources = sorted(str(p) for p in CSRC.glob("*.cu"))
-    library = build_dir / f"{EXTENSION_NAME}.so"
     # torch adds no arch flags of its own when -gencode is already among the CUDA flags.
     # --exclude-libs keeps whatever the link takes from static archives private to the library: a
     # toolchain that links libstdc++ statically (the H200 machine's $CXX does) would otherwise
@@ -69,10 +100,15 @@ def load_extension() -> None:
         is_python_module=False,
         verbose=False,
     )
-    if library.exists() and all(Path(s).stat().st_mtime <= library.stat().st_mtime for s in sources):
-        cpp_extension.load(**kwargs)
-        return
-    from rich.console import Console
+    digest = sources_digest([*kwargs["extra_cflags"], *kwargs["extra_cuda_cflags"], *kwargs["extra_ldflags"]])
+    # One process at a time checks, builds and stamps: the others wait, then load its build.
+    with open(build_dir / "rl_kernel_ops.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if holds_build_of(build_dir, digest):
+            cpp_extension.load(**kwargs)
+            return
+        from rich.console import Console
 
-    with Console(stderr=True).status("compiling rl_kernel_ops (first run only)"):
-        cpp_extension.load(**kwargs)
+        with Console(stderr=True).status("compiling rl_kernel_ops (first run after a change of its sources)"):
+            cpp_extension.load(**kwargs)
+        (build_dir / STAMP_NAME).write_text(digest)
