@@ -60,8 +60,9 @@ def gemm_backend(t: torch.Tensor) -> ModuleType:
 
 
 def prepare(device: torch.device | str) -> None:
-    """Build (first run only) and load the CUDA extension when ``device`` is a CUDA device, so that
-    the first op call does not pay for it; nothing on the CPU. Raises RuntimeError as ``_build``."""
+    """Build (where its sources changed since the last build) and load the CUDA extension when
+    ``device`` is a CUDA device, so that the first op call does not pay for it; nothing on the CPU.
+    Raises RuntimeError as ``_build``."""
     if torch.device(device).type == "cuda":
         from . import _build
 
