@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from rl_kernel_ops import _build
 
 FLAGS = ["-O3", "-gencode=arch=compute_90a,code=sm_90a"]
@@ -55,11 +57,8 @@ def test_a_build_of_the_same_sources_is_kept(tmp_path):
     )
 
 
-def test_a_build_of_other_sources_or_an_unstamped_one_is_removed_for_a_full_build(tmp_path):
-    for stamp in ("d0", None):
-        build = _build_dir(tmp_path, stamp)
-        assert not _build.holds_build_of(build, "d1")
-        assert [p.name for p in build.iterdir()] == ["build.ninja"], stamp
-        for p in build.iterdir():
-            p.unlink()
-        build.rmdir()
+@pytest.mark.parametrize("stamp", ["d0", None], ids=["other sources", "unstamped"])
+def test_a_build_of_other_sources_or_an_unstamped_one_is_removed_for_a_full_build(tmp_path, stamp):
+    build = _build_dir(tmp_path, stamp)
+    assert not _build.holds_build_of(build, "d1")
+    assert [p.name for p in build.iterdir()] == ["build.ninja"]
