@@ -8,6 +8,9 @@ Contract:
   session (torchrun starts each rank in a new session) or were orphaned.
 - ``kill`` (called on a deadline, on an exception such as Ctrl-C or SIGTERM, and after a process
   ended) leaves no process of the tree running. ``job_dir`` directories are removed on every exit.
+- A SIGINT or SIGTERM that arrives while a process starts is held until its ``Launched`` exists,
+  then handled; when the handler raises (Ctrl-C, ``Terminated``), the tree is killed before the
+  exception leaves ``start`` or ``ask``. So no interruption orphans a process that had started.
 - How a process ended is worded in one place, ``ended``: "exited with status 1", "was killed by
   SIGKILL", "timed out after 30 s", each with "after raising X" when the worker said so.
 - While ``Templates.serving`` is open, or with ``$AUDIT_TEMPLATES`` naming a folder of templates,
@@ -31,9 +34,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,22 +131,57 @@ def start(
     """Start ``python ARGV`` (or ``ARGV`` itself when ``python`` is empty) as described above;
     ``variables`` is its whole environment, to which only the marker is added."""
     if python and argv[:1] == ["-m"] and argv[1].startswith("audit.worker.") and (templates := _templates()):
-        forked = templates.fork(argv[1], argv[2:], variables=variables, python=python, log=log, pass_fds=pass_fds)
+        module, args = argv[1], argv[2:]
+        forked = _unorphaned(
+            lambda: templates.fork(module, args, variables=variables, python=python, log=log, pass_fds=pass_fds)
+        )
         if forked is not None:
             return forked
-    return _spawn([python, *argv] if python else list(argv), variables=variables, log=log, pass_fds=pass_fds)
+    command = [python, *argv] if python else list(argv)
+    return _unorphaned(lambda: _spawn(command, variables=variables, log=log, pass_fds=pass_fds))
 
 
-def _spawn(command: list[str], *, variables: dict[str, str], log: Path, pass_fds: tuple) -> Launched:
-    """``command`` as a new process, as ``start`` describes."""
+def _unorphaned(begin: Callable[[], Launched | None]) -> Launched | None:
+    """``begin()``, which starts a process tree, with SIGINT and SIGTERM held while it runs (their
+    Python handlers are replaced by a recorder, in the main thread only: no other thread runs
+    them). The held signals are raised again once the handlers are back; when a handler raises,
+    the started tree is killed first."""
+    if threading.current_thread() is not threading.main_thread():
+        return begin()
+    caught: list[int] = []
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    held = {sig: handler for sig, handler in previous.items() if callable(handler)}
+    launched = None
+    try:
+        try:
+            for sig in held:
+                signal.signal(sig, lambda number, _frame: caught.append(number))
+            launched = begin()
+        finally:
+            for sig, handler in held.items():
+                signal.signal(sig, handler)
+            for number in dict.fromkeys(caught):
+                signal.raise_signal(number)  # its handler runs within this call
+    except BaseException:
+        if launched is not None:
+            launched.kill()
+        raise
+    return launched
+
+
+def _spawn(
+    command: list[str], *, variables: dict[str, str], log: Path, pass_fds: tuple = (), piped: bool = False
+) -> Launched:
+    """``command`` as a new process, as ``start`` describes; with ``piped``, its stdout is a pipe
+    (``popen.stdout``) and only its stderr goes to ``log``."""
     marker = _new_marker()
     with open(log, "wb") as out:
         popen = subprocess.Popen(
             command,
             env={**variables, MARKER: marker},
             cwd=REPO,
-            stdout=out,
-            stderr=subprocess.STDOUT,
+            stdout=subprocess.PIPE if piped else out,
+            stderr=out if piped else subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             pass_fds=pass_fds,
             start_new_session=True,
@@ -327,18 +366,9 @@ def ask(argv: list[str], *, timeout: float, variables: dict[str, str] | None = N
     killed on the timeout or an exception."""
     with job_dir("ask") as folder:
         err = folder / "stderr"
-        marker = _new_marker()
-        with open(err, "wb") as err_file:
-            popen = subprocess.Popen(
-                argv,
-                env={**(os.environ if variables is None else variables), MARKER: marker},
-                cwd=REPO,
-                stdout=subprocess.PIPE,
-                stderr=err_file,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        launched = Launched(popen, err, marker)
+        environment = dict(os.environ if variables is None else variables)
+        launched = _unorphaned(lambda: _spawn(argv, variables=environment, log=err, piped=True))
+        popen = launched.popen
         try:
             out, _ = popen.communicate(timeout=timeout)
             code: int | None = popen.returncode

@@ -216,3 +216,36 @@ def test_ask_kills_what_a_timed_out_program_left_behind(tmp_path):
     code, _, _ = launch.ask([str(script)], timeout=2)
     assert code is None
     assert not alive(int((tmp_path / "child").read_text()))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("how", ["start", "ask"])
+def test_a_signal_the_moment_a_process_exists_kills_it_before_the_exception_leaves(monkeypatch, tmp_path, how, sig):
+    """The signal comes after the child exists and before the launcher returns it, so the caller,
+    which never holds it, cannot kill it (as ``audit selftest`` sent Ctrl-C just after its worker
+    started): the launcher must."""
+    from audit.cli.session import Terminated, sigterm_raises
+
+    children = []
+    real = subprocess.Popen
+
+    def popen_then_signal(*args, **kwargs):
+        child = real(*args, **kwargs)
+        children.append(child.pid)
+        os.kill(os.getpid(), sig)
+        return child
+
+    monkeypatch.setattr(subprocess, "Popen", popen_then_signal)
+    try:
+        with sigterm_raises(), pytest.raises(KeyboardInterrupt if sig == signal.SIGINT else Terminated):
+            if how == "start":
+                launch.start(["sleep", "600"], python="", variables=dict(os.environ), log=tmp_path / "log")
+            else:
+                launch.ask(["sleep", "600"], timeout=600)
+        assert len(children) == 1 and not alive(children[0])
+    finally:
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
