@@ -221,9 +221,9 @@ def test_ask_kills_what_a_timed_out_program_left_behind(tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 @pytest.mark.parametrize("how", ["start", "ask"])
 def test_a_signal_the_moment_a_process_exists_kills_it_before_the_exception_leaves(monkeypatch, tmp_path, how, sig):
-    """The signal comes after the child exists and before the launcher returns it, so the caller,
-    which never holds it, cannot kill it (as ``audit selftest`` sent Ctrl-C just after its worker
-    started): the launcher must."""
+    """The signal comes after the child exists and before the launcher returns it (Ctrl-C just after
+    a worker started), so the caller, which never holds the child, cannot kill it: the launcher
+    must."""
     from audit.cli.session import Terminated, sigterm_raises
 
     children = []
