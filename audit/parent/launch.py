@@ -130,18 +130,19 @@ def start(
 ) -> Launched:
     """Start ``python ARGV`` (or ``ARGV`` itself when ``python`` is empty) as described above;
     ``variables`` is its whole environment, to which only the marker is added."""
+    return _unorphaned(lambda: _start(argv, variables=variables, log=log, python=python, pass_fds=pass_fds))
+
+
+def _start(argv: list[str], *, variables: dict[str, str], log: Path, python: str, pass_fds: tuple) -> Launched:
+    """``start``'s process: forked from a template where one serves it, else spawned."""
     if python and argv[:1] == ["-m"] and argv[1].startswith("audit.worker.") and (templates := _templates()):
-        module, args = argv[1], argv[2:]
-        forked = _unorphaned(
-            lambda: templates.fork(module, args, variables=variables, python=python, log=log, pass_fds=pass_fds)
-        )
+        forked = templates.fork(argv[1], argv[2:], variables=variables, python=python, log=log, pass_fds=pass_fds)
         if forked is not None:
             return forked
-    command = [python, *argv] if python else list(argv)
-    return _unorphaned(lambda: _spawn(command, variables=variables, log=log, pass_fds=pass_fds))
+    return _spawn([python, *argv] if python else list(argv), variables=variables, log=log, pass_fds=pass_fds)
 
 
-def _unorphaned(begin: Callable[[], Launched | None]) -> Launched | None:
+def _unorphaned(begin: Callable[[], Launched]) -> Launched:
     """``begin()``, which starts a process tree, with SIGINT and SIGTERM held while it runs (their
     Python handlers are replaced by a recorder, in the main thread only: no other thread runs
     them). The held signals are raised again once the handlers are back; when a handler raises,
@@ -366,7 +367,7 @@ def ask(argv: list[str], *, timeout: float, variables: dict[str, str] | None = N
     killed on the timeout or an exception."""
     with job_dir("ask") as folder:
         err = folder / "stderr"
-        environment = dict(os.environ if variables is None else variables)
+        environment = os.environ if variables is None else variables
         launched = _unorphaned(lambda: _spawn(argv, variables=environment, log=err, piped=True))
         popen = launched.popen
         try:
