@@ -1,12 +1,41 @@
-"""What the benchmark scripts and the evidence probes share: CUDA-event timing, per-kernel device
-times, the copy bandwidth and the machine block of their JSON."""
+"""What the benchmark scripts and the evidence probes share: the checks before a run, CUDA-event
+timing, per-kernel device times, the copy bandwidth and the machine block of their JSON."""
 
 from __future__ import annotations
 
+import argparse
+import os
 import platform
 import statistics
+from pathlib import Path
 
 import torch
+
+
+def preflight(parser: argparse.ArgumentParser, out: Path) -> None:
+    """What a benchmark needs, checked before it times anything: a new file can be written at
+    ``out``, a CUDA device is visible, and rl_kernel_ops' extension builds (where its sources
+    changed) and loads. The first that fails ends the script with exit status 2 and one line on
+    stderr that names it (a failed build's compiler output follows that line)."""
+    from rl_kernel_ops import _build
+
+    folder = out.parent
+    if out.is_dir():
+        problem = f"--out {out} is a folder, not a file"
+    elif not folder.is_dir():
+        problem = f"--out {out}: the folder {folder} does not exist"
+    elif not os.access(folder, os.W_OK | os.X_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        problem = f"--out {out} cannot be written (no permission)"
+    elif not torch.cuda.is_available():
+        problem = f"needs a CUDA device; torch {torch.__version__} sees none"
+    else:
+        try:
+            _build.load_extension()
+        except Exception as exc:  # a build or load that fails is the reason, in one line
+            problem = f"rl_kernel_ops cannot be built or loaded: {type(exc).__name__}: {exc}"
+        else:
+            return
+    parser.exit(2, f"{parser.prog}: {problem}\n")
 
 
 def sample_ms(fn, calls: int = 1) -> float:

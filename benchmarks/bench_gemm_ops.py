@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -34,7 +35,11 @@ import rl_kernel_ops
 from rl_kernel_ops.cuda_gemm import adaln_backward_kernel, adaln_forward_kernel
 from audit.core.inputs import draw_grad_out, draw_inputs
 from audit.core.ops import get_op
-from bench_common import copy_bandwidth, machine, paired_median_ms
+
+# bench_common lies beside this script; the folder is on sys.path also where Python leaves it
+# off (python -P, PYTHONSAFEPATH).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import copy_bandwidth, machine, paired_median_ms, preflight  # noqa: E402
 
 EAGER = {
     "timestep_mlp": lambda x, w1, b1, w2, b2: F.linear(F.silu(F.linear(x, w1, b1)), w2, b2),
@@ -113,15 +118,25 @@ def speed_targets(adaln: dict[str, dict]) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("bench_gemm_ops.json"))
-    parser.add_argument("--sizes", default="1,64,2048")
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--iters", type=int, default=50)
-    parser.add_argument("--ops", default="timestep_mlp,adaln_projection")
+    parser.add_argument("--out", type=Path, default=Path("bench_gemm_ops.json"), help="the JSON (default %(default)s)")
+    parser.add_argument("--sizes", default="1,64,2048", help="T, comma-separated (default %(default)s)")
+    parser.add_argument("--warmup", type=int, default=10, help="calls before the samples (default %(default)s)")
+    parser.add_argument("--iters", type=int, default=50, help="samples per median (default %(default)s)")
+    parser.add_argument("--ops", default=",".join(EAGER), help="comma-separated, of %(default)s (the default)")
     args = parser.parse_args()
+    try:
+        sizes = [int(s) for s in args.sizes.split(",")]
+    except ValueError:
+        parser.error(f"--sizes {args.sizes!r}: not a comma-separated list of whole numbers")
+    if min(sizes) < 1:
+        parser.error(f"--sizes {args.sizes!r}: every T must be at least 1")
+    if unknown := [op for op in args.ops.split(",") if op not in EAGER]:
+        parser.error(f"--ops: unknown {', '.join(unknown)}; the ops are {', '.join(EAGER)}")
+    if args.warmup < 0 or args.iters < 1:
+        parser.error("--warmup must be at least 0 and --iters at least 1")
+    preflight(parser, args.out)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    sizes = [int(s) for s in args.sizes.split(",")]
     copy_gbs = copy_bandwidth(args.warmup, args.iters)
     print(f"device-to-device copy: {copy_gbs:.0f} GB/s", flush=True)
     results: dict[str, dict] = {}

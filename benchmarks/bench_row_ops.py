@@ -28,13 +28,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from audit.core.inputs import packed_index
-from bench_common import copy_bandwidth, machine, median_ms
-from rl_kernel_ops import _build, cuda_rows
+from rl_kernel_ops import cuda_rows
+
+# bench_common lies beside this script; the folder is on sys.path also where Python leaves it
+# off (python -P, PYTHONSAFEPATH).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import copy_bandwidth, machine, median_ms, preflight  # noqa: E402
 
 ROWS, H, R, EPS = 32768, 5376, 9, 1e-5
 BF16 = torch.bfloat16
@@ -181,15 +187,15 @@ def print_targets(results: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default="bench_row_ops.json")
+    parser.add_argument("--out", type=Path, default=Path("bench_row_ops.json"), help="the JSON (default %(default)s)")
     parser.add_argument("--rows", type=int, default=ROWS, help="S, the rows of every row input (default %(default)s)")
     args = parser.parse_args()
     if args.rows < 1:
         parser.error("--rows must be at least 1")
+    preflight(parser, args.out)
     S = args.rows
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    _build.load_extension()
 
     copy_gbs = copy_bandwidth(WARMUP, ITERS)
     print(f"device-to-device copy: {copy_gbs:.0f} GB/s (read + write)", flush=True)
@@ -280,8 +286,7 @@ def main() -> None:
         "copy_GBps": copy_gbs,
         "results": results,
     }
-    with open(args.out, "w") as f:
-        json.dump(report, f, indent=2)
+    args.out.write_text(json.dumps(report, indent=2))
     print(f"wrote {args.out}")
 
 
