@@ -80,7 +80,8 @@ def timing_section(timing: Timing | None) -> Section:
         section.rows.append(
             [Cell(mode), Cell(str(t.processes)), Cell(f"{t.wall:.2f}")]
             + [Cell(f"{v:.2f} ({100 * v / t.wall:.0f} %)" if t.wall else f"{v:.2f}") for v in share]
-            + [Cell(f"{t.unaccounted:.2f}", "bad" if t.unaccounted > 0.05 * t.wall else "plain")]
+            # phases that add up to a hair over the wall time (float sums) show as 0.00, not -0.00
+            + [Cell(f"{round(t.unaccounted, 2) + 0.0:.2f}", "bad" if t.unaccounted > 0.05 * t.wall else "plain")]
         )
     return section
 
