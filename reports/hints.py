@@ -1,4 +1,5 @@
-"""Install hints for unavailable reasons: which extra of pyproject.toml brings a missing module.
+"""Install hints for unavailable reasons: which extra of pyproject.toml brings a missing module, or,
+for a module no extra can bring, the environment of its own that does.
 
 Data only, so that ``reports`` keeps importing nothing of the project; ``tests/reports`` checks
 that every extra named here exists in pyproject.toml's optional dependencies.
@@ -19,12 +20,22 @@ EXTRAS: dict[str, str] = {  # top-level module -> the extra that installs it
     "diffusers": "diffusers",
 }
 
+# top-level module -> how to install it where no extra can: vLLM-Omni 0.30 pins diffusers==0.40.0, and
+# this project needs diffusers>=0.42.1 (pyproject.toml), so it lives in an environment of its own.
+OWN_ENVIRONMENT: dict[str, str] = {
+    "vllm_omni": "a venv of its own, pip install vllm-omni==0.30.0 'vllm>=0.30,<0.31' safetensors, audited as "
+    "--mode plain@ENV (README: Auditing across environments)",
+}
+
 _MISSING = re.compile(r"\b([A-Za-z_][\w.]*) is not installed|No module named '([A-Za-z_][\w.]*)'")
 
 
 def install_hint(reason: str) -> str | None:
-    """``pip install '.[EXTRA,...]'`` for the modules ``reason`` says are missing ("X is not
-    installed", "No module named 'X'") and an extra brings; None when none does."""
-    extras = [EXTRAS.get((a or b).split(".")[0]) for a, b in _MISSING.findall(reason)]
-    found = list(dict.fromkeys(e for e in extras if e))
-    return f"pip install '.[{','.join(found)}]'" if found else None
+    """How to install the modules ``reason`` says are missing ("X is not installed", "No module
+    named 'X'"): ``pip install '.[EXTRA,...]'`` for those an extra brings, then the environment of
+    its own for those no extra can bring; None when neither applies."""
+    tops = list(dict.fromkeys((a or b).split(".")[0] for a, b in _MISSING.findall(reason)))
+    extras = list(dict.fromkeys(EXTRAS[t] for t in tops if t in EXTRAS))
+    hints = [f"pip install '.[{','.join(extras)}]'"] if extras else []
+    hints += [OWN_ENVIRONMENT[t] for t in tops if t in OWN_ENVIRONMENT]
+    return "; ".join(hints) or None

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from reports.hints import EXTRAS, install_hint
+from reports.hints import EXTRAS, OWN_ENVIRONMENT, install_hint
 from reports.io import parse_report
 from reports.kinds import KINDS
 from reports.tables import View
@@ -39,6 +39,11 @@ def test_every_extra_named_exists_in_pyproject():
         ("No module named 'matplotlib'", "pip install '.[plot]'"),
         ("import x failed: ModuleNotFoundError: No module named 'cutlass'", None),  # no extra brings it
         ("OutOfMemoryError: CUDA out of memory", None),
+        ("vllm_omni is not installed", OWN_ENVIRONMENT["vllm_omni"]),
+        (
+            "sglang is not installed; vllm_omni is not installed",
+            f"pip install '.[sglang]'; {OWN_ENVIRONMENT['vllm_omni']}",
+        ),
     ],
 )
 def test_install_hint(reason, hint):
