@@ -1,5 +1,6 @@
-"""What the benchmark scripts and the evidence probes share: the checks before a run, CUDA-event
-timing, per-kernel device times, the copy bandwidth and the machine block of their JSON."""
+"""What the benchmark scripts and the evidence probes share: the checks before a run, steps that
+keep what finished when one stops, CUDA-event timing, per-kernel device times, the copy bandwidth
+and the machine block of their JSON."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import argparse
 import os
 import platform
 import statistics
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -36,6 +39,29 @@ def preflight(parser: argparse.ArgumentParser, out: Path) -> None:
         else:
             return
     parser.exit(2, f"{parser.prog}: {problem}\n")
+
+
+def run_steps(steps: dict[str, Callable[[], None]]) -> tuple[str | None, int]:
+    """Runs ``steps`` in order; each stores its own results. Ctrl-C, SIGTERM or an error (a CUDA
+    out-of-memory among them, its traceback printed) ends the run in the step it stops, and the
+    steps after it do not run: returns what happened, naming that step, and the exit status (130,
+    143, 1), so that the caller still writes what the steps before it finished; (None, 0) when
+    every step ran."""
+    from audit.cli.session import Terminated, sigterm_raises
+
+    with sigterm_raises():
+        for name, step in steps.items():
+            try:
+                step()
+            except KeyboardInterrupt:
+                return f"interrupted (Ctrl-C) in {name}", 130
+            except Terminated:
+                return f"terminated (SIGTERM) in {name}", 143
+            except Exception as exc:  # any failure ends the run; what finished before it is kept
+                traceback.print_exc()
+                first = next(iter(str(exc).splitlines()), "")
+                return f"{type(exc).__name__} in {name}" + (f": {first}" if first else ""), 1
+    return None, 0
 
 
 def sample_ms(fn, calls: int = 1) -> float:

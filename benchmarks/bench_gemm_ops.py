@@ -13,6 +13,8 @@ bandwidth (measured first) that fwd+bwd reaches counting only that traffic: ever
 the forward and by dgrad, its gradient written by wgrad. Last, issue 25's targets for
 adaln_projection at the sizes measured among T = 1, 3, 8, 2048, 8192, each met or not. Writes JSON
 naming the GPU, torch, CUDA and adaln_projection's forward and backward kernels.
+A run stopped by Ctrl-C, SIGTERM or an error still writes the sizes it finished, its ``stopped``
+saying in which size and why (null when complete), and exits 130, 143 or 1.
 
 Usage (repository root, package importable: `pip install -e .` or PYTHONPATH=.):
     python benchmarks/bench_gemm_ops.py [--out bench_gemm_ops.json] [--sizes 1,64,2048]
@@ -39,7 +41,7 @@ from audit.core.ops import get_op
 # bench_common lies beside this script; the folder is on sys.path also where Python leaves it
 # off (python -P, PYTHONSAFEPATH).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import copy_bandwidth, machine, paired_median_ms, preflight  # noqa: E402
+from bench_common import copy_bandwidth, machine, paired_median_ms, preflight, run_steps  # noqa: E402
 
 EAGER = {
     "timestep_mlp": lambda x, w1, b1, w2, b2: F.linear(F.silu(F.linear(x, w1, b1)), w2, b2),
@@ -95,6 +97,45 @@ def measure(fns: dict, inputs, g, warmup: int, iters: int) -> dict[str, dict[str
     return {k: {key: 1000.0 * by_fn[k] for key, by_fn in times.items()} for k in fns}
 
 
+def bench_size(op: str, rows: int, *, copy_gbs: float, warmup: int, iters: int, kernels: dict) -> dict:
+    """One op at T = ``rows``, ours against eager cuBLAS: the JSON entry (printed as one line); the
+    kernels adaln_projection's forward and backward choose there go into ``kernels``."""
+    inputs, g, ours, eager = op_inputs(op, rows)
+    if op == "adaln_projection":
+        kernels["adaln_projection_forward"] = adaln_forward_kernel(inputs[1])
+        kernels["adaln_projection_wgmma_variant"] = os.environ.get("RL_KERNEL_OPS_ADALN_WGMMA_VARIANT", "0")
+        kernels["adaln_projection_backward"] = adaln_backward_kernel(inputs[1])
+        kernels["adaln_projection_wgmma_bwd_variant"] = os.environ.get("RL_KERNEL_OPS_ADALN_WGMMA_BWD_VARIANT", "0")
+    timed = measure({"ours": ours, "cublas": eager}, inputs, g, warmup, iters)
+    mine, cublas = timed["ours"], timed["cublas"]
+    flop, traffic = forward_flop(inputs, rows), weight_traffic(inputs)
+    for m in (mine, cublas):
+        m["tflops_fwd"] = flop / m["fwd_us"] / 1e6
+        m["tflops_fwd_bwd"] = 3 * flop / m["fwd_bwd_us"] / 1e6
+        m["copy_fraction_fwd_bwd"] = traffic / m["fwd_bwd_us"] / 1e3 / copy_gbs
+        m["copy_fraction_fwd_b2b"] = traffic / 3 / m["fwd_b2b_us"] / 1e3 / copy_gbs
+    entry = {
+        "rl_kernel": mine,
+        "cublas_eager": cublas,
+        "ratio_fwd": mine["fwd_us"] / cublas["fwd_us"],
+        "ratio_fwd_b2b": mine["fwd_b2b_us"] / cublas["fwd_b2b_us"],
+        "ratio_fwd_bwd": mine["fwd_bwd_us"] / cublas["fwd_bwd_us"],
+    }
+    print(
+        f"{op:17s} T={rows:5d}  fwd {mine['fwd_us']:9.1f} us vs cuBLAS {cublas['fwd_us']:9.1f} us"
+        f" (x{entry['ratio_fwd']:.2f}; {mine['tflops_fwd']:5.1f} vs {cublas['tflops_fwd']:5.1f} TFLOP/s)"
+        f"   fwd+bwd {mine['fwd_bwd_us']:9.1f} us vs {cublas['fwd_bwd_us']:9.1f} us"
+        f" (x{entry['ratio_fwd_bwd']:.2f}; {mine['tflops_fwd_bwd']:5.1f} vs"
+        f" {cublas['tflops_fwd_bwd']:5.1f} TFLOP/s; weights at {100 * mine['copy_fraction_fwd_bwd']:.0f} %"
+        f" vs {100 * cublas['copy_fraction_fwd_bwd']:.0f} % of copy bandwidth)"
+        f"   fwd back-to-back {mine['fwd_b2b_us']:9.1f} us vs {cublas['fwd_b2b_us']:9.1f} us"
+        f" (x{entry['ratio_fwd_b2b']:.2f}; weights read at {100 * mine['copy_fraction_fwd_b2b']:.0f} %"
+        f" vs {100 * cublas['copy_fraction_fwd_b2b']:.0f} % of copy bandwidth)",
+        flush=True,
+    )
+    return entry
+
+
 SMALL_T, LARGE_T = (1, 3, 8), (2048, 8192)
 
 
@@ -141,47 +182,17 @@ def main() -> None:
     print(f"device-to-device copy: {copy_gbs:.0f} GB/s", flush=True)
     results: dict[str, dict] = {}
     kernels = {}
-    for op in args.ops.split(","):
-        results[op] = {}
-        for rows in sizes:
-            inputs, g, ours, eager = op_inputs(op, rows)
-            if op == "adaln_projection":
-                kernels["adaln_projection_forward"] = adaln_forward_kernel(inputs[1])
-                kernels["adaln_projection_wgmma_variant"] = os.environ.get("RL_KERNEL_OPS_ADALN_WGMMA_VARIANT", "0")
-                kernels["adaln_projection_backward"] = adaln_backward_kernel(inputs[1])
-                kernels["adaln_projection_wgmma_bwd_variant"] = os.environ.get(
-                    "RL_KERNEL_OPS_ADALN_WGMMA_BWD_VARIANT", "0"
-                )
-            timed = measure({"ours": ours, "cublas": eager}, inputs, g, args.warmup, args.iters)
-            mine, cublas = timed["ours"], timed["cublas"]
-            flop, traffic = forward_flop(inputs, rows), weight_traffic(inputs)
-            for m in (mine, cublas):
-                m["tflops_fwd"] = flop / m["fwd_us"] / 1e6
-                m["tflops_fwd_bwd"] = 3 * flop / m["fwd_bwd_us"] / 1e6
-                m["copy_fraction_fwd_bwd"] = traffic / m["fwd_bwd_us"] / 1e3 / copy_gbs
-                m["copy_fraction_fwd_b2b"] = traffic / 3 / m["fwd_b2b_us"] / 1e3 / copy_gbs
-            entry = {
-                "rl_kernel": mine,
-                "cublas_eager": cublas,
-                "ratio_fwd": mine["fwd_us"] / cublas["fwd_us"],
-                "ratio_fwd_b2b": mine["fwd_b2b_us"] / cublas["fwd_b2b_us"],
-                "ratio_fwd_bwd": mine["fwd_bwd_us"] / cublas["fwd_bwd_us"],
-            }
-            results[op][str(rows)] = entry
-            print(
-                f"{op:17s} T={rows:5d}  fwd {mine['fwd_us']:9.1f} us vs cuBLAS {cublas['fwd_us']:9.1f} us"
-                f" (x{entry['ratio_fwd']:.2f}; {mine['tflops_fwd']:5.1f} vs {cublas['tflops_fwd']:5.1f} TFLOP/s)"
-                f"   fwd+bwd {mine['fwd_bwd_us']:9.1f} us vs {cublas['fwd_bwd_us']:9.1f} us"
-                f" (x{entry['ratio_fwd_bwd']:.2f}; {mine['tflops_fwd_bwd']:5.1f} vs"
-                f" {cublas['tflops_fwd_bwd']:5.1f} TFLOP/s; weights at {100 * mine['copy_fraction_fwd_bwd']:.0f} %"
-                f" vs {100 * cublas['copy_fraction_fwd_bwd']:.0f} % of copy bandwidth)"
-                f"   fwd back-to-back {mine['fwd_b2b_us']:9.1f} us vs {cublas['fwd_b2b_us']:9.1f} us"
-                f" (x{entry['ratio_fwd_b2b']:.2f}; weights read at {100 * mine['copy_fraction_fwd_b2b']:.0f} %"
-                f" vs {100 * cublas['copy_fraction_fwd_b2b']:.0f} % of copy bandwidth)",
-                flush=True,
+
+    def step(op: str, rows: int):
+        def run() -> None:
+            results.setdefault(op, {})[str(rows)] = bench_size(
+                op, rows, copy_gbs=copy_gbs, warmup=args.warmup, iters=args.iters, kernels=kernels
             )
-            del inputs, g
             torch.cuda.empty_cache()
+
+        return run
+
+    stopped, status = run_steps({f"{op} T={rows}": step(op, rows) for op in args.ops.split(",") for rows in sizes})
     targets = speed_targets(results.get("adaln_projection", {}))
     for row in targets:
         print(f"target T={row['T']:5d}  {row['target']:38s} {row['value']:6.3f}  {'met' if row['met'] else 'NOT met'}")
@@ -204,10 +215,14 @@ def main() -> None:
         },
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "speed_targets": targets,
+        "stopped": stopped,
         "results": results,
     }
     args.out.write_text(json.dumps(report, indent=2) + "\n")
+    if stopped:
+        print(f"stopped: {stopped}; the report holds the sizes finished before it", file=sys.stderr)
     print(f"wrote {args.out}")
+    sys.exit(status)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ gradient of gate_residual is its d_res, so d_res is not written. The gather is t
 one: a single (9, 6H) table gathered to (S, 6H). Prints the ratios (to the copy bandwidth, to the
 eager composition, to Liger's modulated RMSNorm when ``liger_kernel`` imports) and writes JSON
 naming the GPU, torch and CUDA.
+A run stopped by Ctrl-C, SIGTERM or an error still writes the ops it finished, its ``stopped``
+saying in which op and why (null when complete), and exits 130, 143 or 1.
 
 Targets, checked for ``pipelined`` and for ``graphed`` and printed last (JSON: each op's
 ``targets``): forward >= 70 % and forward+backward >= 50 % of the copy bandwidth (>= 70 %, issue
@@ -40,7 +42,7 @@ from rl_kernel_ops import cuda_rows
 # bench_common lies beside this script; the folder is on sys.path also where Python leaves it
 # off (python -P, PYTHONSAFEPATH).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import copy_bandwidth, machine, median_ms, preflight  # noqa: E402
+from bench_common import copy_bandwidth, machine, median_ms, preflight, run_steps  # noqa: E402
 
 ROWS, H, R, EPS = 32768, 5376, 9, 1e-5
 BF16 = torch.bfloat16
@@ -185,6 +187,81 @@ def print_targets(results: dict) -> None:
             print(f"targets {op:17s} {mode:9s} {marks}", flush=True)
 
 
+def bench_norm_modulate(S: int, idx: torch.Tensor, copy_gbs: float) -> dict:
+    """norm_modulate's ``entry`` against eager and, where it imports, Liger."""
+    x, w = random_bf16((S, H), 2.0), (0.5 + torch.rand(H, device="cuda")).to(BF16)
+    sh, sc, g = random_bf16((R, H), 0.1), random_bf16((R, H), 0.1), random_bf16((S, H))
+
+    def nm_eager(x, w, sh, sc):
+        return F.rms_norm(x, (H,), w, EPS) * (1.0 + sc.index_select(0, idx)) + sh.index_select(0, idx)
+
+    def nm_ours(x, w, sh, sc):
+        return cuda_rows.norm_modulate(x, w, sh, sc, idx, EPS)
+
+    unit, small = S * H * 2, H * 2 + 2 * R * H * 2 + S * 8
+    baselines = {"eager": fwd_and_fwd_bwd(nm_eager, [x, w, sh, sc], g)}
+    liger, liger_version = liger_function()
+    if liger is not None:
+
+        def nm_liger(x, w, sh, sc):  # per-token rows gathered with index_select, as the audit feeds it
+            return liger.apply(x, w, sc.index_select(0, idx), sh.index_select(0, idx), EPS, 0.0, "llama", False)
+
+        baselines["liger"] = fwd_and_fwd_bwd(nm_liger, [x, w, sh, sc], g)
+        rows_sc, rows_sh = sc.index_select(0, idx), sh.index_select(0, idx)
+
+        def nm_liger_kernel(x, w, sc_rows, sh_rows):  # Liger alone on pre-gathered (S, H) rows
+            return liger.apply(x, w, sc_rows, sh_rows, EPS, 0.0, "llama", False)
+
+        baselines["liger_kernel_only"] = fwd_and_fwd_bwd(nm_liger_kernel, [x, w, rows_sc, rows_sh], g)
+    fwd, fb = fwd_and_fwd_bwd(nm_ours, [x, w, sh, sc], g)
+    result = entry("norm_modulate", fwd, fb, 2 * unit + small, 5 * unit + 2 * small, copy_gbs, baselines)
+    result["liger"] = {"available": liger is not None, "version_or_reason": liger_version}
+    return result
+
+
+def bench_gate_residual(S: int, idx: torch.Tensor, copy_gbs: float) -> dict:
+    """gate_residual's ``entry`` against eager."""
+    res, y, gate, g = random_bf16((S, H)), random_bf16((S, H)), random_bf16((R, H), 0.1), random_bf16((S, H))
+
+    def gr_eager(res, y, gate):
+        return res + gate.index_select(0, idx) * y
+
+    def gr_ours(res, y, gate):
+        return cuda_rows.gate_residual(res, y, gate, idx)
+
+    baselines = {"eager": fwd_and_fwd_bwd(gr_eager, [res, y, gate], g)}
+    fwd, fb = fwd_and_fwd_bwd(gr_ours, [res, y, gate], g)
+    unit, table = S * H * 2, R * H * 2
+    return entry("gate_residual", fwd, fb, 3 * unit + table + S * 8, 6 * unit + 2 * table + S * 8, copy_gbs, baselines)
+
+
+def bench_row_gather(S: int, idx: torch.Tensor, copy_gbs: float) -> dict:
+    """adaln_row_gather's ``entry`` against eager: one (9, 6H) table gathered to (S, 6H)."""
+    big, g = random_bf16((R, 6 * H)), random_bf16((S, 6 * H))
+
+    def ga_eager(t):
+        return t.index_select(0, idx)
+
+    def ga_ours(t):
+        return cuda_rows.adaln_row_gather(t, idx)
+
+    baselines = {"eager": fwd_and_fwd_bwd(ga_eager, [big], g)}
+    fwd, fb = fwd_and_fwd_bwd(ga_ours, [big], g)
+    unit, table = S * H * 2, R * H * 2
+    result = entry(
+        "adaln_row_gather", fwd, fb, 6 * unit + 6 * table + S * 8, 12 * unit + 12 * table + S * 8, copy_gbs, baselines
+    )
+    result["table_shape"] = [R, 6 * H]
+    return result
+
+
+BENCHES = {
+    "norm_modulate": bench_norm_modulate,
+    "gate_residual": bench_gate_residual,
+    "adaln_row_gather": bench_row_gather,
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=Path("bench_row_ops.json"), help="the JSON (default %(default)s)")
@@ -200,75 +277,15 @@ def main() -> None:
     copy_gbs = copy_bandwidth(WARMUP, ITERS)
     print(f"device-to-device copy: {copy_gbs:.0f} GB/s (read + write)", flush=True)
     idx = packed_index(3, S).cuda()  # the audit's (timestep, modality) rows, seed 3
-    unit = S * H * 2  # one (S, H) BF16 matrix
-    table = R * H * 2
     results = {}
 
-    # norm_modulate
-    x, w = random_bf16((S, H), 2.0), (0.5 + torch.rand(H, device="cuda")).to(BF16)
-    sh, sc, g = random_bf16((R, H), 0.1), random_bf16((R, H), 0.1), random_bf16((S, H))
+    def step(name: str):
+        def run() -> None:
+            results[name] = BENCHES[name](S, idx, copy_gbs)
 
-    def nm_eager(x, w, sh, sc):
-        return F.rms_norm(x, (H,), w, EPS) * (1.0 + sc.index_select(0, idx)) + sh.index_select(0, idx)
+        return run
 
-    def nm_ours(x, w, sh, sc):
-        return cuda_rows.norm_modulate(x, w, sh, sc, idx, EPS)
-
-    small = H * 2 + 2 * table + S * 8
-    baselines = {"eager": fwd_and_fwd_bwd(nm_eager, [x, w, sh, sc], g)}
-    liger, liger_version = liger_function()
-    liger_info = {"available": liger is not None, "version_or_reason": liger_version}
-    if liger is not None:
-
-        def nm_liger(x, w, sh, sc):  # per-token rows gathered with index_select, as the audit feeds it
-            return liger.apply(x, w, sc.index_select(0, idx), sh.index_select(0, idx), EPS, 0.0, "llama", False)
-
-        baselines["liger"] = fwd_and_fwd_bwd(nm_liger, [x, w, sh, sc], g)
-        rows_sc, rows_sh = sc.index_select(0, idx), sh.index_select(0, idx)
-
-        def nm_liger_kernel(x, w, sc_rows, sh_rows):  # Liger alone on pre-gathered (S, H) rows
-            return liger.apply(x, w, sc_rows, sh_rows, EPS, 0.0, "llama", False)
-
-        baselines["liger_kernel_only"] = fwd_and_fwd_bwd(nm_liger_kernel, [x, w, rows_sc, rows_sh], g)
-    fwd, fb = fwd_and_fwd_bwd(nm_ours, [x, w, sh, sc], g)
-    results["norm_modulate"] = entry(
-        "norm_modulate", fwd, fb, 2 * unit + small, 5 * unit + 2 * small, copy_gbs, baselines
-    )
-    results["norm_modulate"]["liger"] = liger_info
-    del x, g
-
-    # gate_residual
-    res, y, gate, g = random_bf16((S, H)), random_bf16((S, H)), random_bf16((R, H), 0.1), random_bf16((S, H))
-
-    def gr_eager(res, y, gate):
-        return res + gate.index_select(0, idx) * y
-
-    def gr_ours(res, y, gate):
-        return cuda_rows.gate_residual(res, y, gate, idx)
-
-    baselines = {"eager": fwd_and_fwd_bwd(gr_eager, [res, y, gate], g)}
-    fwd, fb = fwd_and_fwd_bwd(gr_ours, [res, y, gate], g)
-    results["gate_residual"] = entry(
-        "gate_residual", fwd, fb, 3 * unit + table + S * 8, 6 * unit + 2 * table + S * 8, copy_gbs, baselines
-    )
-    del res, y, g
-
-    # adaln_row_gather: one (9, 6H) table -> (S, 6H)
-    big, g = random_bf16((R, 6 * H)), random_bf16((S, 6 * H))
-
-    def ga_eager(t):
-        return t.index_select(0, idx)
-
-    def ga_ours(t):
-        return cuda_rows.adaln_row_gather(t, idx)
-
-    baselines = {"eager": fwd_and_fwd_bwd(ga_eager, [big], g)}
-    fwd, fb = fwd_and_fwd_bwd(ga_ours, [big], g)
-    results["adaln_row_gather"] = entry(
-        "adaln_row_gather", fwd, fb, 6 * unit + 6 * table + S * 8, 12 * unit + 12 * table + S * 8, copy_gbs, baselines
-    )
-    results["adaln_row_gather"]["table_shape"] = [R, 6 * H]
-
+    stopped, status = run_steps({name: step(name) for name in BENCHES})
     print_targets(results)
     report = {
         "kind": "bench_row_ops",
@@ -284,10 +301,14 @@ def main() -> None:
             "replays of the call captured in one CUDA graph, per replay",
         },
         "copy_GBps": copy_gbs,
+        "stopped": stopped,
         "results": results,
     }
     args.out.write_text(json.dumps(report, indent=2))
+    if stopped:
+        print(f"stopped: {stopped}; the report holds the ops finished before it", file=sys.stderr)
     print(f"wrote {args.out}")
+    sys.exit(status)
 
 
 if __name__ == "__main__":
