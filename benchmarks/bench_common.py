@@ -34,7 +34,7 @@ def preflight(parser: argparse.ArgumentParser, out: Path) -> None:
     else:
         try:
             _build.load_extension()
-        except Exception as exc:  # a build or load that fails is the reason, in one line
+        except Exception as exc:  # any failure to build or load is the reason; a build prints its compiler output
             problem = f"rl_kernel_ops cannot be built or loaded: {type(exc).__name__}: {exc}"
         else:
             return

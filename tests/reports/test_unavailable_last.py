@@ -19,11 +19,23 @@ else:
 
 GATE = FIXTURES / "h3_bitwise_reuse.gate_residual.json"
 PRIOR_ART = FIXTURES / "h3_prior_art.adaln_projection.json"
+OMNI = (
+    "a venv of its own, pip install vllm-omni==0.30.0 'vllm>=0.30,<0.31' safetensors, audited as --mode plain@ENV "
+    "(README: Auditing across environments)"
+)
 
 
 def test_every_extra_named_exists_in_pyproject():
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert set(EXTRAS.values()) <= set(extras)
+
+
+def test_every_environment_of_its_own_installs_what_pyproject_says_it_needs():
+    """pyproject.toml says why a module has no extra and what its environment installs: the hint's
+    ``pip install`` line is that one, word for word."""
+    text = (REPO / "pyproject.toml").read_text()
+    for module, pip in OWN_ENVIRONMENT.items():
+        assert pip in text, (module, pip)
 
 
 @pytest.mark.parametrize(
@@ -39,11 +51,8 @@ def test_every_extra_named_exists_in_pyproject():
         ("No module named 'matplotlib'", "pip install '.[plot]'"),
         ("import x failed: ModuleNotFoundError: No module named 'cutlass'", None),  # no extra brings it
         ("OutOfMemoryError: CUDA out of memory", None),
-        ("vllm_omni is not installed", OWN_ENVIRONMENT["vllm_omni"]),
-        (
-            "sglang is not installed; vllm_omni is not installed",
-            f"pip install '.[sglang]'; {OWN_ENVIRONMENT['vllm_omni']}",
-        ),
+        ("vllm_omni is not installed", OMNI),
+        ("sglang is not installed; vllm_omni is not installed", f"pip install '.[sglang]'; {OMNI}"),
     ],
 )
 def test_install_hint(reason, hint):
