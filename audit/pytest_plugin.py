@@ -127,7 +127,7 @@ def _no_regression(report, baseline: Path) -> None:
         allow_missing=["all"],
     )
     if diff.regressed:
-        pytest.fail(f"against {baseline}: {diff.summary()}; first: {diff.first()}", pytrace=False)
+        pytest.fail(f"against {baseline}: {diff.summary()}; first: {diff.first_failure()}", pytrace=False)
 
 
 @pytest.fixture

@@ -91,6 +91,17 @@ class Diff(BaseModel):
                     return f"{op.op}: {c.candidate}{' ' + where if where else ''}: {c.old} -> {c.new}"
         return None
 
+    def first_failure(self) -> str | None:
+        """Why the diff regressed, as one line: its first regression, else its first loss that
+        ``allow_missing`` does not name, with the name that would accept it; None when it did not
+        regress."""
+        if (first := self.first()) is not None:
+            return first
+        lost = next((x for x in self.lost if not x.allowed), None)
+        if lost is None:
+            return None
+        return f"{lost.report}: {lost.what} lost (was {lost.old}); --allow-missing {lost.names[0]} accepts it"
+
     def summary(self) -> str:
         """One sentence: the count of each kind, how many losses were allowed, the matched reports."""
         plural = {
@@ -284,8 +295,7 @@ def gate(
         )
     why: list[str] = []
     if fail_on != "none" and diff is not None and diff.regressed:
-        first = diff.first()
-        why.append(f"against {baseline_name}: {diff.summary()}" + (f"; first: {first}" if first else ""))
+        why.append(f"against {baseline_name}: {diff.summary()}; first: {diff.first_failure()}")
     if fail_on == "kernel-change" and diff is not None and diff.count("kernel change"):
         n = diff.count("kernel change")
         why.append(

@@ -212,8 +212,8 @@ def diff(
     reverse improvements, a changed count of differing elements a change, and a change between
     non-repeatable states noise. Prior-art: invariant->not invariant is a regression; latency
     NEW/OLD per size. Exit 0: no regression and nothing lost that --allow-missing does not name;
-    1: a regression or such a loss; 2: unusable input (also reports of different problems: other
-    settings, or other inputs for a case both ran).
+    1: a regression or such a loss (the first one named on stderr); 2: unusable input (also
+    reports of different problems: other settings, or other inputs for a case both ran).
     --junit: a test case per verdict and comparison of NEW and per change and loss, failing
     exactly on what makes the exit status 1."""
     from audit.cli.session import junit_path, write_junit
@@ -246,6 +246,7 @@ def diff(
 
         write_junit(junit, junit_xml(list(later.values()), fail_on="regression", diff=found))
     if found.regressed:
+        err.print(f"[red]exit 1: {escape(str(found.first_failure()))}[/]")
         raise typer.Exit(1)
 
 

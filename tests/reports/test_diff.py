@@ -311,10 +311,17 @@ def test_a_vanished_output_is_lost(tmp_path):
 
 
 def test_a_vanished_case_fails_unless_allowed_by_name_or_all(tmp_path):
+    """A loss alone fails the diff and the gate, each naming it and the --allow-missing that accepts
+    it; that name does."""
     data = _without_case(_h200("h3_bitwise_reuse.gate_residual.json"), 32768)
     old, new = str(H200 / "h3_bitwise_reuse.gate_residual.json"), str(_write(tmp_path, "n.json", data))
     status, doc, table = _lost(old, new)
     assert status == 1 and [x["what"] for x in doc["lost"]] == ["case 32768"] and "case 32768" in table
+    was = doc["lost"][0]["old"]
+    named = f"h3_bitwise_reuse gate_residual: case 32768 lost (was {was}); --allow-missing 32768 accepts it"
+    assert [line for line in table.splitlines() if line.startswith("exit 1")] == [f"exit 1: {named}"]
+    _, [why] = gate([parse_report(data)], [Path(new)], load_set(Path(old)), "regression", baseline_name="old")
+    assert why.startswith("against old: 0 regressions,") and why.endswith(f"; first: {named}")
     assert invoke("diff", old, new, "--allow-missing", "4097").exit_code == 1
     assert invoke("diff", old, new, "--allow-missing", "32768").exit_code == 0
     assert invoke("diff", old, new, "--allow-missing", "all").exit_code == 0
