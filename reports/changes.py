@@ -104,6 +104,12 @@ class Lost(BaseModel):
     old: str
     allowed: bool = False
 
+    def line(self) -> str:
+        """One line: the report, what it lost and its old state, and, where ``--allow-missing`` did
+        not name the loss, the name that accepts it."""
+        accept = "" if self.allowed else f"; --allow-missing {self.names[0]} accepts it"
+        return f"{self.report}: {self.what} lost (was {self.old}){accept}"
+
 
 class OpDiff(BaseModel):
     """One matched pair of reports. ``lost`` holds what the old report had and the new one lacks,

@@ -97,10 +97,7 @@ class Diff(BaseModel):
         regress."""
         if (first := self.first()) is not None:
             return first
-        lost = next((x for x in self.lost if not x.allowed), None)
-        if lost is None:
-            return None
-        return f"{lost.report}: {lost.what} lost (was {lost.old}); --allow-missing {lost.names[0]} accepts it"
+        return next((x.line() for x in self.lost if not x.allowed), None)
 
     def summary(self) -> str:
         """One sentence: the count of each kind, how many losses were allowed, the matched reports."""

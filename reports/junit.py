@@ -24,7 +24,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from .changes import Change, Lost
+from .changes import Change
 from .diff import Diff, FailOn, unmet
 from .kinds import Report, kind_of
 from .tables import Cell, View
@@ -92,17 +92,13 @@ def _diff_suite(root: ET.Element, diff: Diff, fail_on: FailOn) -> None:
             _outcome(case, fails=gated and c.kind == "regression", skipped=None, message=message, kind=c.kind)
     for x in diff.lost:
         case = _case(suite, f"{x.report.partition(' ')[2]}.lost", x.what)
-        _outcome(case, fails=gated and not x.allowed, skipped=None, message=_lost_message(x), kind="lost")
+        _outcome(case, fails=gated and not x.allowed, skipped=None, message=x.line(), kind="lost")
 
 
 def _change_name(c: Change) -> str:
     return " · ".join(x for x in (c.reference and f"vs {c.reference}", c.case and f"case {c.case}", c.tensor) if x) or (
         "availability"
     )
-
-
-def _lost_message(x: Lost) -> str:
-    return f"{x.report}: lost {x.what} (was {x.old})"
 
 
 def junit_xml(

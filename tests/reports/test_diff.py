@@ -2,6 +2,7 @@
 
 import copy
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -322,6 +323,10 @@ def test_a_vanished_case_fails_unless_allowed_by_name_or_all(tmp_path):
     assert [line for line in table.splitlines() if line.startswith("exit 1")] == [f"exit 1: {named}"]
     _, [why] = gate([parse_report(data)], [Path(new)], load_set(Path(old)), "regression", baseline_name="old")
     assert why.startswith("against old: 0 regressions,") and why.endswith(f"; first: {named}")
+    for allow in ([], ["--allow-missing", "32768"]):  # JUnit: the loss's case fails with that line, or passes
+        invoke("diff", old, new, *allow, "--junit", str(tmp_path / "j.xml"))
+        [case] = [c for c in ET.parse(tmp_path / "j.xml").iter("testcase") if c.get("name") == "case 32768"]
+        assert [f.get("message") for f in case.iter("failure")] == ([] if allow else [named])
     assert invoke("diff", old, new, "--allow-missing", "4097").exit_code == 1
     assert invoke("diff", old, new, "--allow-missing", "32768").exit_code == 0
     assert invoke("diff", old, new, "--allow-missing", "all").exit_code == 0
