@@ -5,7 +5,6 @@ and the machine block of their JSON."""
 from __future__ import annotations
 
 import argparse
-import os
 import platform
 import statistics
 import traceback
@@ -16,29 +15,26 @@ import torch
 
 
 def preflight(parser: argparse.ArgumentParser, out: Path) -> None:
-    """What a benchmark needs, checked before it times anything: a new file can be written at
-    ``out``, a CUDA device is visible, and rl_kernel_ops' extension builds (where its sources
+    """What a benchmark needs, checked before it times anything: ``out`` is a ``.json`` file in an
+    existing folder that takes a new file (``audit.cli.paths.file_target``, as the audit checks its
+    own ``--out``), a CUDA device is visible, and rl_kernel_ops' extension builds (where its sources
     changed) and loads. The first that fails ends the script with exit status 2 and one line on
     stderr that names it (a failed build's compiler output follows that line)."""
+    from audit.cli.paths import OutputPathError, file_target
     from rl_kernel_ops import _build
 
-    folder = out.parent
-    if out.is_dir():
-        problem = f"--out {out} is a folder, not a file"
-    elif not folder.is_dir():
-        problem = f"--out {out}: the folder {folder} does not exist"
-    elif not os.access(folder, os.W_OK | os.X_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        problem = f"--out {out} cannot be written (no permission)"
-    elif not torch.cuda.is_available():
-        problem = f"needs a CUDA device; torch {torch.__version__} sees none"
-    else:
-        try:
-            _build.load_extension()
-        except Exception as exc:  # any failure to build or load is the reason; a build prints its compiler output
-            problem = f"rl_kernel_ops cannot be built or loaded: {type(exc).__name__}: {exc}"
-        else:
-            return
-    parser.exit(2, f"{parser.prog}: {problem}\n")
+    try:
+        if not out.parent.is_dir():  # a benchmark makes no folder
+            raise OutputPathError(f"the folder {out.parent} does not exist")
+        file_target(out, ".json")
+    except OutputPathError as exc:
+        parser.exit(2, f"{parser.prog}: --out {out}: {exc}\n")
+    if not torch.cuda.is_available():
+        parser.exit(2, f"{parser.prog}: needs a CUDA device; torch {torch.__version__} sees none\n")
+    try:
+        _build.load_extension()
+    except Exception as exc:  # any failure to build or load is the reason; a build prints its compiler output
+        parser.exit(2, f"{parser.prog}: rl_kernel_ops cannot be built or loaded: {type(exc).__name__}: {exc}\n")
 
 
 def run_steps(steps: dict[str, Callable[[], None]]) -> tuple[str | None, int]:
