@@ -37,27 +37,28 @@ def preflight(parser: argparse.ArgumentParser, out: Path) -> None:
         parser.exit(2, f"{parser.prog}: rl_kernel_ops cannot be built or loaded: {type(exc).__name__}: {exc}\n")
 
 
-def run_steps(steps: dict[str, Callable[[], None]]) -> tuple[str | None, int]:
-    """Runs ``steps`` in order; each stores its own results. Ctrl-C, SIGTERM or an error (a CUDA
-    out-of-memory among them, its traceback printed) ends the run in the step it stops, and the
-    steps after it do not run: returns what happened, naming that step, and the exit status (130,
-    143, 1), so that the caller still writes what the steps before it finished; (None, 0) when
-    every step ran."""
+def run_steps(steps: dict[str, Callable[[], object]]) -> tuple[dict[str, object], str | None, int]:
+    """Runs ``steps`` in order and returns what each returned, by name. Ctrl-C, SIGTERM or an error
+    (a CUDA out-of-memory among them, its traceback printed) ends the run in the step it stops,
+    and the steps after it do not run; then the second and third values say what happened, naming
+    that step, and give the exit status (130, 143, 1), so that the caller still writes what the
+    steps before it finished. (None, 0) when every step ran."""
     from audit.cli.session import Terminated, sigterm_raises
 
+    done: dict[str, object] = {}
     with sigterm_raises():
         for name, step in steps.items():
             try:
-                step()
+                done[name] = step()
             except KeyboardInterrupt:
-                return f"interrupted (Ctrl-C) in {name}", 130
+                return done, f"interrupted (Ctrl-C) in {name}", 130
             except Terminated:
-                return f"terminated (SIGTERM) in {name}", 143
+                return done, f"terminated (SIGTERM) in {name}", 143
             except Exception as exc:  # any failure ends the run; what finished before it is kept
                 traceback.print_exc()
                 first = next(iter(str(exc).splitlines()), "")
-                return f"{type(exc).__name__} in {name}" + (f": {first}" if first else ""), 1
-    return None, 0
+                return done, f"{type(exc).__name__} in {name}" + (f": {first}" if first else ""), 1
+    return done, None, 0
 
 
 def sample_ms(fn, calls: int = 1) -> float:

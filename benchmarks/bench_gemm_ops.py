@@ -28,6 +28,7 @@ import json
 import os
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -133,6 +134,8 @@ def bench_size(op: str, rows: int, *, copy_gbs: float, warmup: int, iters: int, 
         f" vs {100 * cublas['copy_fraction_fwd_b2b']:.0f} % of copy bandwidth)",
         flush=True,
     )
+    del inputs, g
+    torch.cuda.empty_cache()  # the next size starts from an empty cache
     return entry
 
 
@@ -180,19 +183,14 @@ def main() -> None:
     torch.backends.cudnn.allow_tf32 = False
     copy_gbs = copy_bandwidth(args.warmup, args.iters)
     print(f"device-to-device copy: {copy_gbs:.0f} GB/s", flush=True)
+    kernels: dict[str, str] = {}
+    measure_one = partial(bench_size, copy_gbs=copy_gbs, warmup=args.warmup, iters=args.iters, kernels=kernels)
+    plan = {f"{op} T={rows}": (op, rows) for op in args.ops.split(",") for rows in sizes}
+    done, stopped, status = run_steps({label: partial(measure_one, op, rows) for label, (op, rows) in plan.items()})
     results: dict[str, dict] = {}
-    kernels = {}
-
-    def step(op: str, rows: int):
-        def run() -> None:
-            results.setdefault(op, {})[str(rows)] = bench_size(
-                op, rows, copy_gbs=copy_gbs, warmup=args.warmup, iters=args.iters, kernels=kernels
-            )
-            torch.cuda.empty_cache()
-
-        return run
-
-    stopped, status = run_steps({f"{op} T={rows}": step(op, rows) for op in args.ops.split(",") for rows in sizes})
+    for label, entry in done.items():
+        op, rows = plan[label]
+        results.setdefault(op, {})[str(rows)] = entry
     targets = speed_targets(results.get("adaln_projection", {}))
     for row in targets:
         print(f"target T={row['T']:5d}  {row['target']:38s} {row['value']:6.3f}  {'met' if row['met'] else 'NOT met'}")

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -277,15 +278,7 @@ def main() -> None:
     copy_gbs = copy_bandwidth(WARMUP, ITERS)
     print(f"device-to-device copy: {copy_gbs:.0f} GB/s (read + write)", flush=True)
     idx = packed_index(3, S).cuda()  # the audit's (timestep, modality) rows, seed 3
-    results = {}
-
-    def step(name: str):
-        def run() -> None:
-            results[name] = BENCHES[name](S, idx, copy_gbs)
-
-        return run
-
-    stopped, status = run_steps({name: step(name) for name in BENCHES})
+    results, stopped, status = run_steps({name: partial(bench, S, idx, copy_gbs) for name, bench in BENCHES.items()})
     print_targets(results)
     report = {
         "kind": "bench_row_ops",

@@ -76,12 +76,17 @@ def test_a_stopped_step_ends_the_run_and_says_where_and_the_steps_before_it_are_
     ran: list[str] = []
     before = signal.getsignal(signal.SIGTERM)
 
-    def second():
-        if kind:
-            _stop_with(kind)
-        ran.append("second")
+    def step(name: str):
+        def run() -> str:
+            if name == "second" and kind:
+                _stop_with(kind)
+            ran.append(name)
+            return f"{name}'s result"
 
-    steps = {"first": lambda: ran.append("first"), "second": second, "third": lambda: ran.append("third")}
-    assert _run_steps()(steps) == (stopped, status)
+        return run
+
+    done, *ended = _run_steps()({name: step(name) for name in ("first", "second", "third")})
+    assert ended == [stopped, status]
     assert ran == (["first"] if kind else ["first", "second", "third"])
+    assert done == {name: f"{name}'s result" for name in ran}
     assert signal.getsignal(signal.SIGTERM) is before
